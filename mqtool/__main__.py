@@ -1,0 +1,3 @@
+from mqtool.cli import main
+
+main()

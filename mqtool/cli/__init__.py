@@ -1,0 +1,45 @@
+"""The `mqtool` command: one typer app, sub-apps grouped by area."""
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from mqtool import __version__
+from mqtool.cli import store as store_cmds
+from mqtool.cli.errors import fail, quiet_broken_pipe
+
+app = typer.Typer(
+    name="mqtool",
+    help="Apache RocketMQ 4.x in Python: store toolkit, name server, broker and clients.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mqtool {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                       help="Show the version and exit.")) -> None:
+    """Apache RocketMQ 4.x in Python: store toolkit, name server, broker and clients."""
+
+
+app.add_typer(store_cmds.app, name="store", rich_help_panel="Store (offline, read-only)")
+
+
+def main() -> None:
+    try:
+        app(prog_name="mqtool")
+    except BrokenPipeError:
+        quiet_broken_pipe()
+        sys.exit(0)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # the one boundary where errors become a line and a code
+        sys.exit(fail(exc))

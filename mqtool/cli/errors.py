@@ -1,0 +1,65 @@
+"""The one place where library errors become a one-line message and an exit code."""
+from __future__ import annotations
+
+import os
+import sys
+
+from rich.console import Console
+
+from store.errors import NotFoundError, StoreError, StoreLockedError, WrongKindError
+
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+EXIT_PROBLEMS = 1   # bad data found, or an operation failed
+EXIT_USAGE = 2      # bad arguments, missing path, wrong kind of file
+EXIT_LOCKED = 3     # the store is in use by another process
+
+# (exception type, exit code), most specific first.
+_EXIT_CODES: list[tuple[type[BaseException], int]] = [
+    (StoreLockedError, EXIT_LOCKED),
+    (NotFoundError, EXIT_USAGE),
+    (WrongKindError, EXIT_USAGE),
+    (StoreError, EXIT_PROBLEMS),
+]
+
+
+def register(exc_type: type[BaseException], code: int) -> None:
+    """Other packages' errors (remoting, client) join the table here."""
+    _EXIT_CODES.insert(0, (exc_type, code))
+
+
+class UsageError(Exception):
+    """A bad combination of options, found after parsing."""
+
+
+register(UsageError, EXIT_USAGE)
+
+
+def exit_code_for(exc: BaseException) -> int | None:
+    for exc_type, code in _EXIT_CODES:
+        if isinstance(exc, exc_type):
+            return code
+    return None
+
+
+def fail(exc: BaseException) -> int:
+    """Print one line for `exc` and return the exit code."""
+    code = exit_code_for(exc)
+    if code is None:
+        if os.environ.get("MQTOOL_DEBUG"):
+            raise exc
+        err_console.print(f"mqtool: internal error: {type(exc).__name__}: {exc} "
+                          "(set MQTOOL_DEBUG=1 to see the traceback)", markup=False)
+        return EXIT_PROBLEMS
+    err_console.print(f"mqtool: error: {exc}", markup=False)
+    return code
+
+
+def quiet_broken_pipe() -> None:
+    """Output piped into `head` closed early: exit quietly as other Unix tools do."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -1,0 +1,313 @@
+"""`mqtool store ...`: read a broker's store directory offline, strictly read-only."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+from mqtool.cli.errors import EXIT_PROBLEMS, UsageError, err_console
+from mqtool.cli.output import (BODY_MODES, check_choice, console, emit_json, fmt_time, parse_time,
+                               render_body, table)
+from store.dump import Filters, dump_path, record_row
+from store.layout import Kind, StorePaths, detect_kind, is_store_root
+from store.errors import WrongKindError
+from store.query import query_by_key, query_by_msg_id, query_by_offset
+from store.stats import store_stats
+from store.verify import verify_store
+
+app = typer.Typer(help="Read a store directory offline: dump, stats, verify, query.",
+                  no_args_is_help=True)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
+PathArg = Annotated[Path, typer.Argument(help="Store root, or a commitlog/consumequeue/index/checkpoint/config path.")]
+RootArg = Annotated[Path, typer.Argument(help="The store root (storePathRootDir).")]
+BodyOpt = Annotated[str, typer.Option("--body", help="Body as text, hex, base64 or none.")]
+BodyMaxOpt = Annotated[Optional[int], typer.Option(
+    "--body-max", help="Show at most this many body bytes (default 120 in tables, all with --json).")]
+
+
+def _root(path: Path) -> Path:
+    if not path.exists():
+        raise UsageError(f"{path}: no such directory")
+    if not is_store_root(path):
+        raise WrongKindError("not a store root (no commitlog, consumequeue or checkpoint inside)", path=path)
+    return path
+
+
+def _progress(total: int, what: str):
+    """A transient progress bar on stderr (silent when stderr is not a terminal)."""
+    bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                   TimeRemainingColumn(), console=err_console, transient=True)
+    task = bar.add_task(what, total=total or None)
+    return bar, (lambda n: bar.advance(task, n))
+
+
+def _commitlog_bytes(root: Path) -> int:
+    d = StorePaths.of(root).commitlog
+    return sum(p.stat().st_size for p in d.iterdir() if p.is_file()) if d.is_dir() else 0
+
+
+# ------------------------------------------------------------------------------- dump
+
+@app.command()
+def dump(
+    path: PathArg,
+    kind: Annotated[Optional[str], typer.Option("--kind", help="Force the kind: " + ", ".join(k.value for k in Kind))] = None,
+    topic: Annotated[Optional[str], typer.Option("--topic", "-t")] = None,
+    queue: Annotated[Optional[int], typer.Option("--queue", "-q", help="Queue id.")] = None,
+    key: Annotated[Optional[str], typer.Option("--key", "-k", help="A key of KEYS, or the UNIQ_KEY.")] = None,
+    tag: Annotated[Optional[str], typer.Option("--tag")] = None,
+    from_offset: Annotated[Optional[int], typer.Option("--from-offset", help="Commitlog offset (queue offset for consume queues).")] = None,
+    to_offset: Annotated[Optional[int], typer.Option("--to-offset", help="Exclusive end, same unit as --from-offset.")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="Store time from (epoch ms or ISO).")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="Store time until (epoch ms or ISO).")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=0)] = None,
+    body: BodyOpt = "text",
+    body_max: BodyMaxOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Decode any store file or directory: records, queue units, index entries, checkpoint, config."""
+    check_choice(body, BODY_MODES, "--body")
+    if kind is not None:
+        try:
+            k = Kind(kind)
+        except ValueError:
+            raise UsageError(f"--kind must be one of {', '.join(x.value for x in Kind)}") from None
+        if not path.exists():
+            raise UsageError(f"{path}: no such file or directory")
+    else:
+        k = detect_kind(path)
+    filters = Filters(topic, queue, key, tag, from_offset, to_offset, parse_time(since), parse_time(until), limit)
+    cap = body_max if body_max is not None else (None if json_out else 120)
+    counts: dict[str, int] = {}
+    stops: list[dict] = []
+    pending: list[dict] = []
+    for row in dump_path(path, k, filters):
+        counts[row["kind"]] = counts.get(row["kind"], 0) + 1
+        if row["kind"] == "message":
+            text, cut = render_body(row.pop("body_bytes"), body, cap)
+            row["body"], row["body_truncated"], row["body_encoding"] = text, cut, body
+        if row["kind"] == "stop":
+            stops.append(row)
+            if row["clean"]:
+                counts["stop"] -= 1
+                continue
+        if json_out:
+            emit_json(row)
+        else:
+            pending.append(row)
+            if len(pending) >= 500:
+                _print_rows(pending)
+                pending = []
+    if not json_out:
+        _print_rows(pending)
+        summary = ", ".join(f"{n} {name.replace('_', ' ')}{'s' if n != 1 else ''}"
+                            for name, n in counts.items() if n and name != "stop")
+        console.print(f"[bold]{path}[/] ({k.value}): {summary or 'nothing matched'}")
+    bad = [s for s in stops if not s["clean"]]
+    for s in bad:
+        err_console.print(f"mqtool: stopped reading {s['file']} at offset {s['position']}: {s['detail']}"
+                          + (f" ({s['invalid_bytes']} invalid bytes follow)" if s.get("invalid_bytes") else ""),
+                          markup=False)
+    if bad:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def _print_rows(rows: list[dict]) -> None:
+    by_kind: dict[str, list[dict]] = {}
+    for r in rows:
+        by_kind.setdefault(r["kind"], []).append(r)
+    for kind, items in by_kind.items():
+        render = _RENDERERS.get(kind, _render_generic)
+        render(items)
+
+
+def _render_messages(rows: list[dict]) -> None:
+    t = table("offset", "topic", "q", "qoff", "size", "stored", "tags", "keys", "body")
+    for r in rows:
+        body = r["body"] if r["body"] is not None else f"<{r['body_note']}>"
+        if r["body_truncated"]:
+            body += f"… ({r['body_len']} bytes)"
+        crc = "" if r["crc_ok"] else " [red]CRC![/]"
+        t.add_row(str(r["commitlog_offset"]), r["topic"], str(r["queue_id"]), str(r["queue_offset"]),
+                  str(r["store_size"]) + crc, fmt_time(r["store_timestamp"]), r["tags"] or "",
+                  " ".join(r["keys"]), _escape(body))
+    console.print(t)
+
+
+def _escape(s: str) -> str:
+    from rich.markup import escape
+    return escape(s)
+
+
+def _render_units(rows: list[dict]) -> None:
+    t = table("topic", "queue", "queue offset", "commitlog offset", "size", "tags code")
+    for r in rows:
+        t.add_row(r["topic"], str(r["queue_id"]), str(r["queue_offset"]),
+                  "pre-blank" if r["pre_blank"] else str(r["commitlog_offset"]),
+                  "" if r["pre_blank"] else str(r["size"]), str(r["tags_code"]))
+    console.print(t)
+
+
+def _render_index_entries(rows: list[dict]) -> None:
+    t = table("entry", "key hash", "commitlog offset", "time", "prev")
+    for r in rows:
+        t.add_row(str(r["entry"]), str(r["key_hash"]), str(r["commitlog_offset"]), fmt_time(r["store_time"]),
+                  str(r["prev_index"]))
+    console.print(t)
+
+
+def _render_generic(rows: list[dict]) -> None:
+    for r in rows:
+        t = table("field", "value", title=f"{r['kind']}")
+        for k, v in r.items():
+            if k == "kind":
+                continue
+            shown = f"{v}  ({fmt_time(v)})" if k.endswith("timestamp") and isinstance(v, int) and v > 0 else str(v)
+            t.add_row(k, _escape(shown))
+        console.print(t)
+
+
+def _render_config(rows: list[dict]) -> None:
+    import json
+    for r in rows:
+        console.print(f"[bold]{r['file']}[/]")
+        console.print_json(json.dumps(r["data"], ensure_ascii=False))
+
+
+_RENDERERS = {"message": _render_messages, "cq_unit": _render_units, "index_entry": _render_index_entries,
+              "config": _render_config}
+
+
+# ------------------------------------------------------------------------------- stats
+
+@app.command()
+def stats(root: RootArg, json_out: JsonOpt = False) -> None:
+    """Per topic and queue: messages, bytes, offsets, times; files, checkpoint and configs."""
+    _root(root)
+    bar, advance = _progress(_commitlog_bytes(root), "scanning commitlog")
+    with bar:
+        result = store_stats(root, advance)
+    if json_out:
+        emit_json(result)
+        return
+    cl = result["commitlog"]
+    cq = {(q["topic"], q["queue_id"]): q for q in result["consumequeues"]}
+    t = table("topic", "queue", "messages", "bytes", "min qoff", "max qoff", "cq max", "first store time",
+              "last store time", title="Messages by topic and queue (commitlog)")
+    for q in cl["queues"]:
+        t.add_row(q["topic"], str(q["queue_id"]), str(q["messages"]), str(q["bytes"]),
+                  str(q["min_queue_offset"]), str(q["max_queue_offset"]),
+                  str(cq.get((q["topic"], q["queue_id"]), {}).get("max_offset", "-")),
+                  fmt_time(q["first_store_time"]), fmt_time(q["last_store_time"]))
+    console.print(t)
+    t = table("file", "size", "records", "write position", "ends with", title="Commitlog files")
+    for f in cl["files"]:
+        t.add_row(f["file"], str(f["size"]), str(f["records"]), str(f["write_position"]),
+                  f["end"] + (f": {f['detail']}" if f["detail"] else ""))
+    console.print(t)
+    if result["index"]:
+        t = table("file", "entries", "slots used", "begin", "end", "phy offsets", title="Index files")
+        for i in result["index"]:
+            t.add_row(i["file"], str(max(i["index_count"] - 1, 0)), str(i["hash_slot_count"]),
+                      fmt_time(i["begin_timestamp"]), fmt_time(i["end_timestamp"]),
+                      f"{i['begin_phy_offset']}..{i['end_phy_offset']}")
+        console.print(t)
+    cp = result["checkpoint"]
+    if cp:
+        console.print(f"checkpoint: physicMsgTimestamp {fmt_time(cp['physic_msg_timestamp'])}, "
+                      f"logicsMsgTimestamp {fmt_time(cp['logics_msg_timestamp'])}, "
+                      f"indexMsgTimestamp {fmt_time(cp['index_msg_timestamp'])}")
+    cfg = result["config"]
+    if cfg:
+        console.print(f"config: {cfg['topics']['count']} topics, {cfg['subscription_groups']['count']} "
+                      f"subscription groups, {len(cfg['consumer_offsets']['entries'])} consumer offset entries, "
+                      f"delay levels in progress {sorted(cfg['delay_offsets']['levels'])}")
+        for part in cfg.values():
+            for w in part.get("warnings", []):
+                err_console.print(f"mqtool: warning: {w}", markup=False)
+    total = sum(q["messages"] for q in cl["queues"])
+    console.print(f"[bold]{total}[/] messages in {len(cl['files'])} commitlog files, "
+                  f"{len(cl['queues'])} queues; abort file: {'present' if result['abort'] else 'absent'}")
+
+
+# ------------------------------------------------------------------------------- verify
+
+@app.command()
+def verify(root: RootArg, json_out: JsonOpt = False,
+           delay_level: Annotated[Optional[str], typer.Option(
+               "--message-delay-level", help="The broker's messageDelayLevel, if not the default.")] = None) -> None:
+    """Check records, consume queues, index and checkpoint against each other. Exit 1 on problems."""
+    _root(root)
+    bar, advance = _progress(_commitlog_bytes(root), "verifying commitlog")
+    with bar:
+        report = verify_store(root, delay_level, advance)
+    if json_out:
+        emit_json(report.to_dict())
+    else:
+        for p in report.problems:
+            console.print(f"[red]PROBLEM[/] [{p.area}] {_escape(str(p))}")
+        for area, n in report.suppressed.items():
+            console.print(f"... and {n} more {area} problems (see --json)")
+        state = "[green]clean[/]" if report.ok else f"[red]{len(report.problems) + sum(report.suppressed.values())} problems[/]"
+        console.print(f"{root}: {report.records} records, {report.queue_units} consume queue units, "
+                      f"{report.index_entries} index entries: {state}")
+    if not report.ok:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+# ------------------------------------------------------------------------------- query
+
+@app.command()
+def query(
+    root: RootArg,
+    topic: Annotated[Optional[str], typer.Option("--topic", "-t")] = None,
+    key: Annotated[Optional[str], typer.Option("--key", "-k", help="A key or unique key (needs --topic).")] = None,
+    msg_id: Annotated[Optional[str], typer.Option("--msg-id", "-i", help="Offset message id.")] = None,
+    offset: Annotated[Optional[int], typer.Option("--offset", "-o", help="Commitlog offset.")] = None,
+    begin: Annotated[Optional[str], typer.Option("--begin", help="Store time from (epoch ms or ISO).")] = None,
+    end: Annotated[Optional[str], typer.Option("--end", help="Store time until (epoch ms or ISO).")] = None,
+    max_num: Annotated[int, typer.Option("--max", help="Most messages to return (RocketMQ caps at 64).", min=1)] = 64,
+    body: BodyOpt = "text",
+    body_max: BodyMaxOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Find messages by key (through the index files), by offset msgId, or by commitlog offset."""
+    _root(root)
+    check_choice(body, BODY_MODES, "--body")
+    chosen = [x for x in (key, msg_id, offset) if x is not None]
+    if len(chosen) != 1:
+        raise UsageError("give exactly one of --key, --msg-id, --offset")
+    notes = []
+    if key is not None:
+        if topic is None:
+            raise UsageError("--key needs --topic (the index stores topic#key)")
+        res = query_by_key(root, topic, key, parse_time(begin) or 0, parse_time(end) or 2**63 - 1, max_num)
+        found = res.records
+        if res.capped:
+            notes.append(f"more than {max_num} messages match; narrow with --begin/--end or raise --max")
+        if res.collisions:
+            notes.append(f"{res.collisions} index hits were hash collisions for other keys and were dropped")
+    elif msg_id is not None:
+        rec, host = query_by_msg_id(root, msg_id)
+        found = [(rec.physical_offset, rec)]
+        notes.append(f"message id names store host {host}")
+    else:
+        found = [(offset, query_by_offset(root, offset))]
+    cap = body_max if body_max is not None else (None if json_out else 120)
+    rows = []
+    for off, rec in found:
+        row = record_row(off, rec)
+        row["body"], row["body_truncated"] = render_body(row.pop("body_bytes"), body, cap)
+        rows.append(row)
+    if json_out:
+        for r in rows:
+            emit_json(r)
+    else:
+        if rows:
+            _render_messages(rows)
+        console.print(f"{len(rows)} message{'s' if len(rows) != 1 else ''} found")
+    for n in notes:
+        err_console.print(f"mqtool: note: {n}", markup=False)

@@ -1,0 +1,169 @@
+"""The broker's config/*.json files, read the way fastjson writes them (ConfigManager.java).
+
+fastjson writes maps with Integer keys unquoted (`{0:250,1:249}`), which strict JSON parsers
+reject; `loads` quotes such keys first. Writing follows MixAll.string2File: temp file,
+fsync, keep the previous content as `.bak`, rename.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import FormatError, NotFoundError
+
+CONFIG_FILES = ("topics.json", "consumerOffset.json", "subscriptionGroup.json",
+                "delayOffset.json", "consumerFilter.json", "lmqConsumerOffset.json")
+_BARE_KEY_END = set(" \t\r\n:")
+
+
+def quote_bare_keys(text: str) -> str:
+    """Quote object keys written without quotes (fastjson's numeric map keys)."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    expect_key = False
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+            expect_key = False
+            continue
+        if c in "{,":
+            expect_key = True
+            out.append(c)
+            i += 1
+            continue
+        if expect_key and not c.isspace() and c != "}":
+            j = i
+            while j < n and text[j] not in _BARE_KEY_END:
+                j += 1
+            k = j
+            while k < n and text[k] in " \t\r\n":
+                k += 1
+            if k < n and text[k] == ":":
+                out.append(json.dumps(text[i:j]))
+                i = j
+                expect_key = False
+                continue
+        if not c.isspace():
+            expect_key = False
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def loads(text: str):
+    """Parse fastjson output: standard JSON plus unquoted keys."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return json.loads(quote_bare_keys(text))
+
+
+@dataclass
+class LoadedConfig:
+    path: Path          # the file the data came from (main or .bak)
+    data: dict
+    used_backup: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_config(path: str | os.PathLike, fallback_to_bak: bool = True) -> LoadedConfig:
+    """ConfigManager.load: the main file, else its `.bak` with a warning; empty if neither."""
+    main = Path(path)
+    warnings = []
+    try:
+        text = main.read_text(encoding="utf-8")
+        if text.strip():
+            return LoadedConfig(main, _parse(text, main))
+        warnings.append(f"{main} is empty")
+    except FileNotFoundError:
+        if not fallback_to_bak:
+            raise NotFoundError("no such file", path=main) from None
+        warnings.append(f"{main} does not exist")
+    except FormatError as exc:
+        if not fallback_to_bak:
+            raise
+        warnings.append(str(exc))
+    bak = main.with_name(main.name + ".bak")
+    if fallback_to_bak and bak.exists():
+        text = bak.read_text(encoding="utf-8")
+        if text.strip():
+            warnings.append(f"using the backup {bak.name}")
+            return LoadedConfig(bak, _parse(text, bak), True, warnings)
+    return LoadedConfig(main, {}, False, warnings)
+
+
+def _parse(text: str, path: Path) -> dict:
+    try:
+        data = loads(text)
+    except (json.JSONDecodeError, ValueError) as exc:
+        raise FormatError(f"not valid JSON: {exc}", path=path) from None
+    if not isinstance(data, dict):
+        raise FormatError("expected a JSON object", path=path)
+    return data
+
+
+def int_keys(table: dict) -> dict[int, object]:
+    """A fastjson Integer-keyed map with its keys as ints."""
+    return {int(k): v for k, v in table.items()}
+
+
+def config_kind(path: str | os.PathLike) -> str | None:
+    """Which config file a path is (by name, `.bak` included), or None."""
+    name = Path(path).name
+    if name.endswith(".bak"):
+        name = name[:-4]
+    return name if name in CONFIG_FILES else None
+
+
+def dumps_fastjson(obj, indent: int = 0) -> str:
+    """fastjson's pretty format: tabs, `"key":value`, Integer-keyed maps inline and unquoted.
+
+    Dict keys that are ints are written bare, as fastjson does for Map<Integer, ...>.
+    """
+    tab = "\t"
+    if isinstance(obj, dict):
+        if not obj:
+            return "{}"
+        if all(isinstance(k, int) for k in obj):
+            inner = ",".join(f"{k}:{dumps_fastjson(v, indent + 1)}" for k, v in obj.items())
+            return "{" + inner + "\n" + tab * indent + "}"
+        items = [f"{tab * (indent + 1)}{json.dumps(str(k), ensure_ascii=False)}:"
+                 f"{dumps_fastjson(v, indent + 1)}" for k, v in obj.items()]
+        return "{\n" + ",\n".join(items) + "\n" + tab * indent + "}"
+    if isinstance(obj, (list, tuple)):
+        if not obj:
+            return "[]"
+        items = [tab * (indent + 1) + dumps_fastjson(v, indent + 1) for v in obj]
+        return "[\n" + ",\n".join(items) + "\n" + tab * indent + "]"
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def write_config(path: str | os.PathLike, text: str) -> None:
+    """MixAll.string2File made durable: .tmp written and fsynced, old content to .bak, rename."""
+    main = Path(path)
+    main.parent.mkdir(parents=True, exist_ok=True)
+    tmp = main.with_name(main.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    if main.exists():
+        bak = main.with_name(main.name + ".bak")
+        old = main.read_bytes()
+        with open(bak, "wb") as f:
+            f.write(old)
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, main)
+    dir_fd = os.open(main.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

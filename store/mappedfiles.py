@@ -1,0 +1,103 @@
+"""Directories of fixed-size files named by their 20-digit start offset (MappedFileQueue).
+
+Read-only access: files are memory-mapped with ACCESS_READ, so nothing here can write.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .codes import MAPPED_FILE_NAME_DIGITS
+from .errors import FormatError, NotFoundError
+
+
+def offset_to_file_name(offset: int) -> str:
+    """UtilAll.offset2FileName."""
+    return f"{offset:0{MAPPED_FILE_NAME_DIGITS}d}"
+
+
+def is_mapped_file_name(name: str) -> bool:
+    return len(name) == MAPPED_FILE_NAME_DIGITS and name.isdigit()
+
+
+@dataclass(frozen=True)
+class MappedFile:
+    path: Path
+    start: int     # fileFromOffset
+    size: int      # bytes on disk
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+
+def list_mapped_files(directory: str | os.PathLike) -> list[MappedFile]:
+    """The files of a mapped-file directory in ascending offset order (other names ignored)."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise NotFoundError("not a directory", path=d)
+    files = []
+    for entry in os.scandir(d):
+        if entry.is_file() and is_mapped_file_name(entry.name):
+            files.append(MappedFile(Path(entry.path), int(entry.name), entry.stat().st_size))
+    files.sort(key=lambda f: f.start)
+    return files
+
+
+def check_sizes(files: list[MappedFile], expected: int | None) -> list[str]:
+    """Problems a Java broker would refuse to load with ("length not matched")."""
+    problems = []
+    if expected is None and files:
+        expected = files[0].size
+    for f in files:
+        if f.size != expected:
+            problems.append(f"{f.path}: size {f.size} differs from the mapped file size {expected}")
+    for a, b in zip(files, files[1:]):
+        if a.start + expected != b.start:
+            problems.append(f"{b.path}: expected to start at {a.start + expected} after {a.path.name}")
+    return problems
+
+
+class ReadOnlyMap:
+    """A read-only mmap of a whole file; empty files map to b"". Use as a context manager."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise NotFoundError("no such file", path=self.path) from None
+        except IsADirectoryError:
+            raise FormatError("is a directory, not a file", path=self.path) from None
+        except PermissionError:
+            raise NotFoundError("permission denied", path=self.path) from None
+        size = os.fstat(self._fd).st_size
+        self.buf = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) if size else b""
+
+    def __len__(self) -> int:
+        return len(self.buf)
+
+    def close(self) -> None:
+        if isinstance(self.buf, mmap.mmap):
+            try:
+                self.buf.close()
+            except BufferError:
+                pass  # numpy views still use it; the map closes when they are collected
+        self.buf = b""
+        os.close(self._fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def guess_mapped_size(files: list[MappedFile]) -> int | None:
+    """The mapped file size a directory was written with: the common size of its files."""
+    if not files:
+        return None
+    sizes = [f.size for f in files]
+    return max(set(sizes), key=sizes.count)
