@@ -1,0 +1,69 @@
+"""Shared fixtures: the Apache RocketMQ 4.9.8 stores, extracted once per session."""
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data" / "rocketmq-4.9.8"
+REPO = Path(__file__).parent.parent
+
+
+def _extract(tmp_path_factory, name: str) -> Path:
+    target = tmp_path_factory.mktemp(name)
+    with tarfile.open(DATA / f"{name}.tar.gz") as tar:
+        tar.extractall(target, filter="data")
+    return target / "store"
+
+
+@pytest.fixture(scope="session")
+def basic_store(tmp_path_factory) -> Path:
+    """A pristine extracted copy: tests must not modify it (copy it first; see `store_copy`)."""
+    return _extract(tmp_path_factory, "basic")
+
+
+@pytest.fixture(scope="session")
+def crashed_store(tmp_path_factory) -> Path:
+    return _extract(tmp_path_factory, "crashed")
+
+
+@pytest.fixture
+def store_copy(tmp_path):
+    """Return a function that copies a store root into this test's tmp dir."""
+    import shutil
+
+    def copy(src: Path) -> Path:
+        dst = tmp_path / "store"
+        shutil.copytree(src, dst)
+        return dst
+    return copy
+
+
+@pytest.fixture(scope="session")
+def basic_truth() -> list[dict]:
+    with gzip.open(DATA / "basic.truth.jsonl.gz", "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="session")
+def crashed_sent() -> list[dict]:
+    with gzip.open(DATA / "crashed.sent.jsonl.gz", "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def run_cli(*args: str, input: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    """Run `python -m mqtool ARGS` as a user would; returns the completed process."""
+    proc = subprocess.run([sys.executable, "-m", "mqtool", *map(str, args)], capture_output=True,
+                          text=True, input=input, cwd=REPO, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"mqtool {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr}")
+    return proc
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -1,0 +1,43 @@
+import json
+
+import pytest
+
+from store.configfiles import dumps_fastjson, int_keys, load_config, loads, quote_bare_keys, write_config
+from store.errors import FormatError
+
+
+def test_unquoted_integer_keys():
+    assert loads('{"offsetTable":{"T@G":{0:250,1:249\n\t\t}}}') == {"offsetTable": {"T@G": {"0": 250, "1": 249}}}
+    assert quote_bare_keys('{"a:b":"{0:1}", 7 : 1}') == '{"a:b":"{0:1}", "7" : 1}'
+
+
+def test_fixture_configs_dump_byte_identically(basic_store):
+    for name in ("consumerOffset.json", "delayOffset.json"):
+        text = (basic_store / "config" / name).read_text()
+        data = loads(text)
+        table = data["offsetTable"]
+        if name == "delayOffset.json":
+            rebuilt = {"offsetTable": int_keys(table)}
+        else:
+            rebuilt = {"offsetTable": {k: int_keys(v) for k, v in table.items()}}
+        assert dumps_fastjson(rebuilt) == text
+    topics = (basic_store / "config" / "topics.json").read_text()
+    assert dumps_fastjson(loads(topics)) == topics
+
+
+def test_corrupt_main_falls_back_to_bak(tmp_path):
+    main = tmp_path / "topics.json"
+    write_config(main, '{"topicConfigTable":{"A":{}}}')
+    write_config(main, '{"topicConfigTable":{"B":{}}}')
+    assert json.loads((tmp_path / "topics.json.bak").read_text()) == {"topicConfigTable": {"A": {}}}
+    main.write_text('{"topicConfigTable":{"B"')    # torn write
+    loaded = load_config(main)
+    assert loaded.used_backup and loaded.data == {"topicConfigTable": {"A": {}}}
+    assert any("backup" in w for w in loaded.warnings)
+    with pytest.raises(FormatError):
+        load_config(main, fallback_to_bak=False)
+
+
+def test_missing_everything_is_empty(tmp_path):
+    loaded = load_config(tmp_path / "consumerOffset.json")
+    assert loaded.data == {} and not loaded.used_backup
