@@ -63,96 +63,85 @@ def classify_end(buf, pos: int, end: int, detail: str = "") -> FileEnd:
 
 
 def walk(buf, start: int = 0, end: int | None = None) -> tuple[list[int], FileEnd]:
-    """Positions of consecutive message records from `start`, and where/why they end.
+    """Positions of consecutive records from `start`, hopping TOTALSIZE to TOTALSIZE.
 
-    Checks magic and bounds while hopping; `header_table` then checks each record's size
-    against its length fields (vectorised) and may cut the list shorter.
+    Only sizes are checked here, to keep the loop tight; `header_table` checks every magic
+    code and every size against its length fields (vectorised) and cuts the list at the
+    first bad one. The FileEnd is where the hops stopped.
     """
     if end is None:
         end = len(buf)
-    unpack = _SIZE_MAGIC.unpack_from
+    unpack = _SIZE.unpack_from
     positions: list[int] = []
     append = positions.append
     pos = start
     limit = end - MSG_FIXED_SIZE_V4
-    try:
-        while pos <= limit:
-            size, magic = unpack(buf, pos)
-            if (magic == MESSAGE_MAGIC or magic == MESSAGE_MAGIC_V2) and MSG_FIXED_SIZE_V4 <= size <= end - pos:
-                append(pos)
-                pos += size
-            else:
-                break
-    except struct.error:  # pragma: no cover - guarded by limit
-        pass
+    while pos <= limit:
+        size = unpack(buf, pos)[0]
+        if size < MSG_FIXED_SIZE_V4 or size > end - pos:
+            break
+        append(pos)
+        pos += size
     return positions, classify_end(buf, pos, end)
 
 
-# Fields at fixed offsets from the record start, for every host kind.
-_FIXED_FIELDS = [
-    ("total_size", 0, ">i4"), ("magic", 4, ">i4"), ("body_crc", 8, ">i4"), ("queue_id", 12, ">i4"),
-    ("flag", 16, ">i4"), ("queue_offset", 20, ">i8"), ("physical_offset", 28, ">i8"),
-    ("sys_flag", 36, ">i4"), ("born_timestamp", 40, ">i8"),
-]
-# Fields after the born host: offsets assume IPv4 hosts; shifted by 12 per IPv6 host.
+_SIZE = struct.Struct(">i")
+
+# The fixed part of a record whose hosts are both IPv4 ("_" fields are not reported).
+_FIXED_V4_DTYPE = np.dtype([
+    ("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
+    ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_timestamp", ">i8"),
+    ("_born_ip", "V4"), ("_born_port", ">i4"), ("store_timestamp", ">i8"), ("_store_ip", "V4"),
+    ("_store_port", ">i4"), ("reconsume_times", ">i4"), ("prepared_transaction_offset", ">i8"),
+    ("body_len", ">i4"),
+])
+assert _FIXED_V4_DTYPE.itemsize == 88
+# Fields after the born host move by 12 bytes per IPv6 host: (name, v4 offset, type, hosts before it).
 _SHIFTED_FIELDS = [
     ("store_timestamp", 56, ">i8", 1), ("reconsume_times", 72, ">i4", 2),
     ("prepared_transaction_offset", 76, ">i8", 2), ("body_len", 84, ">i4", 2),
 ]
 
 
-class _Gatherer:
-    """Reads big-endian ints at arbitrary byte positions of a buffer, vectorised.
+def _every_offset(buf, dtype) -> np.ndarray:
+    """A view of `buf` with one (unaligned) item starting at every byte offset.
 
-    numpy views need aligned starts, so the buffer is viewed once per byte shift and each
-    position reads from the view whose shift matches it.
+    Indexing it with record positions gathers a field of every record in one numpy call.
     """
+    dt = np.dtype(dtype)
+    count = max(len(buf) - dt.itemsize + 1, 0)
+    return np.ndarray(shape=(count,), dtype=dt, buffer=buf if count else bytes(dt.itemsize), strides=(1,))
 
-    def __init__(self, buf):
-        self.arr = np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.zeros(0, np.uint8)
-        self._views: dict[tuple[str, int], np.ndarray] = {}
 
-    def _view(self, dtype: str, shift: int) -> np.ndarray:
-        key = (dtype, shift)
-        view = self._views.get(key)
-        if view is None:
-            width = np.dtype(dtype).itemsize
-            usable = (len(self.arr) - shift) // width * width
-            view = self.arr[shift:shift + usable].view(dtype)
-            self._views[key] = view
-        return view
-
-    def read(self, positions: np.ndarray, dtype: str) -> np.ndarray:
-        width = np.dtype(dtype).itemsize
-        out = np.empty(len(positions), dtype=np.int64)
-        residues = positions % width
-        for shift in np.unique(residues):
-            sel = residues == shift
-            out[sel] = self._view(dtype, int(shift))[(positions[sel] - shift) // width]
-        return out
-
-    def read_u8(self, positions: np.ndarray) -> np.ndarray:
-        return self.arr[positions].astype(np.int64)
+def _read(buf, positions: np.ndarray, dtype) -> np.ndarray:
+    return _every_offset(buf, dtype)[positions].astype(np.int64)
 
 
 def header_table(buf, positions: list[int] | np.ndarray, end: int | None = None):
     """Every fixed field of the records at `positions`, as a dict of int64 arrays.
 
-    Also checks each TOTALSIZE against calMsgLength of its length fields; returns
-    (table, n_valid): records from index n_valid on are not trusted (the first has a size
-    mismatch or a field that runs out of bounds).
+    Also checks each magic code, and each TOTALSIZE against calMsgLength of its length
+    fields; returns (table, n_valid): records from index n_valid on are not trusted.
     """
     if end is None:
         end = len(buf)
     pos = np.asarray(positions, dtype=np.int64)
-    g = _Gatherer(buf)
+    n = len(pos)
     t = {"position": pos}
-    for name, off, dt in _FIXED_FIELDS:
-        t[name] = g.read(pos + off, dt)
-    shift = np.where(t["sys_flag"] & BORN_V6, 12, 0)
-    shift2 = shift + np.where(t["sys_flag"] & STORE_V6, 12, 0)
-    for name, off, dt, which in _SHIFTED_FIELDS:
-        t[name] = g.read(pos + off + (shift if which == 1 else shift2), dt)
+    fits = n and int(pos.max()) + 88 <= len(buf)
+    rows = _every_offset(buf, _FIXED_V4_DTYPE)[pos] if fits else np.zeros(n, _FIXED_V4_DTYPE)
+    for name in _FIXED_V4_DTYPE.names:
+        if not name.startswith("_"):
+            t[name] = rows[name].astype(np.int64)
+    sys_flag = t["sys_flag"]
+    if (sys_flag & (BORN_V6 | STORE_V6)).any():
+        shift = np.where(sys_flag & BORN_V6, 12, 0)
+        shift2 = shift + np.where(sys_flag & STORE_V6, 12, 0)
+        safe = lambda p: np.minimum(p, len(buf) - 8)  # noqa: E731 - bad records are cut below
+        for name, off, dt, hosts in _SHIFTED_FIELDS:
+            t[name] = _read(buf, safe(pos + off + (shift if hosts == 1 else shift2)), dt)
+    else:
+        shift2 = 0
     body_pos = pos + 88 + shift2
     rec_end = pos + t["total_size"]
     body_len = t["body_len"]
@@ -160,14 +149,16 @@ def header_table(buf, positions: list[int] | np.ndarray, end: int | None = None)
     topic_len_pos = body_pos + np.maximum(body_len, 0)
     ok = (body_len >= 0) & (topic_len_pos + 2 <= rec_end)
     safe_tlp = np.where(ok, topic_len_pos, pos)
-    len8 = g.read_u8(safe_tlp)
-    topic_len = np.where(v2, g.read(safe_tlp, ">i2"), np.where(len8 > 127, len8 - 256, len8))
+    topic_len = _read(buf, safe_tlp, ">i1")
+    if v2.any():
+        topic_len = np.where(v2, _read(buf, safe_tlp, ">i2"), topic_len)
     topic_pos = topic_len_pos + 1 + v2
     props_len_pos = topic_pos + np.maximum(topic_len, 0)
     ok &= (topic_len >= 0) & (props_len_pos + 2 <= rec_end)
-    props_len = g.read(np.where(ok, props_len_pos, pos), ">i2")
+    props_len = _read(buf, np.where(ok, props_len_pos, pos), ">i2")
     expected = MSG_FIXED_SIZE_V4 + body_len + topic_len + props_len + shift2 + v2
     ok &= (props_len >= 0) & (expected == t["total_size"])
+    ok &= (t["magic"] == MESSAGE_MAGIC) | v2
     t.update(body_pos=body_pos, topic_pos=topic_pos, topic_len=topic_len,
              props_pos=props_len_pos + 2, props_len=props_len)
     bad = np.flatnonzero(~ok)
@@ -182,15 +173,16 @@ def scan_file(buf, end: int | None = None):
     positions, file_end = walk(buf, 0, end)
     table, n_valid = header_table(buf, positions, end)
     if n_valid < len(positions):
-        table = {k: v[:n_valid] for k, v in table.items()}
         stop = positions[n_valid]
-        try:
-            decode_record(buf, stop, end)
-            detail = "record size does not match its fields"
-        except FormatError as exc:
-            detail = exc.message
-        file_end = classify_end(buf, stop, end, detail)
-        if file_end.reason != "corrupt":
+        magic = int(table["magic"][n_valid])
+        table = {k: v[:n_valid] for k, v in table.items()}
+        file_end = classify_end(buf, stop, end)
+        if magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
+            try:
+                decode_record(buf, stop, end)
+                detail = "record size does not match its fields"
+            except FormatError as exc:
+                detail = exc.message
             file_end = FileEnd(stop, "corrupt", detail, max(1, last_nonzero(buf, stop, end) - stop + 1))
     return table, file_end
 

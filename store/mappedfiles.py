@@ -63,7 +63,8 @@ def check_sizes(files: list[MappedFile], expected: int | None) -> list[str]:
 class ReadOnlyMap:
     """A read-only mmap of a whole file; empty files map to b"". Use as a context manager."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, populate: bool = False):
+        """`populate` pre-faults every page (MAP_POPULATE): faster for whole-file scans."""
         self.path = Path(path)
         try:
             self._fd = os.open(self.path, os.O_RDONLY)
@@ -74,7 +75,8 @@ class ReadOnlyMap:
         except PermissionError:
             raise NotFoundError("permission denied", path=self.path) from None
         size = os.fstat(self._fd).st_size
-        self.buf = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) if size else b""
+        flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
+        self.buf = mmap.mmap(self._fd, size, flags=flags, prot=mmap.PROT_READ) if size else b""
 
     def __len__(self) -> int:
         return len(self.buf)

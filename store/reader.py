@@ -15,8 +15,11 @@ from .mappedfiles import MappedFile, ReadOnlyMap, guess_mapped_size, list_mapped
 class CommitLogReader:
     """The files of one commitlog directory, memory-mapped read-only on demand."""
 
-    def __init__(self, directory: str | os.PathLike, files: list[MappedFile] | None = None):
+    def __init__(self, directory: str | os.PathLike, files: list[MappedFile] | None = None,
+                 populate: bool = False):
+        """`populate`: pre-fault whole files when mapping them (for full scans, not look-ups)."""
         self.directory = Path(directory)
+        self.populate = populate
         self.files = files if files is not None else list_mapped_files(self.directory)
         self.file_size = guess_mapped_size(self.files)
         self._starts = [f.start for f in self.files]
@@ -36,7 +39,7 @@ class CommitLogReader:
     def buffer(self, f: MappedFile):
         m = self._maps.get(f.path)
         if m is None:
-            m = self._maps[f.path] = ReadOnlyMap(f.path)
+            m = self._maps[f.path] = ReadOnlyMap(f.path, self.populate)
         return m.buf
 
     def close(self) -> None:

@@ -138,7 +138,7 @@ def store_stats(root, progress=None) -> dict:
     paths = StorePaths.of(root)
     result: dict = {"root": str(paths.root), "abort": paths.abort.exists(), "lock": paths.lock.exists()}
     if paths.commitlog.is_dir():
-        with CommitLogReader(paths.commitlog) as reader:
+        with CommitLogReader(paths.commitlog, populate=True) as reader:
             result["commitlog"] = commitlog_stats(reader, progress)
     else:
         result["commitlog"] = {"files": [], "queues": []}

@@ -82,7 +82,7 @@ def verify_store(root, delay_levels: str | None = None, progress=None) -> Verify
     records: dict[int, _Rec] = {}
     max_store_ts = 0
     if paths.commitlog.is_dir():
-        with CommitLogReader(paths.commitlog) as reader:
+        with CommitLogReader(paths.commitlog, populate=True) as reader:
             for msg in check_sizes(reader.files, reader.file_size):
                 report.add("commitlog", paths.commitlog, None, msg)
             for f in reader.files:

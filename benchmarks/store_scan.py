@@ -1,0 +1,200 @@
+"""Benchmark: offline commitlog and consume queue scans (issue 2).
+
+Writes a synthetic store of ~200-byte records (default 1 GiB of commitlog), then reports, in
+the same run and on the same (page-cached) data:
+  * baseline: raw read bandwidth over the mmap (numpy sum of every byte), and the construct
+    schema parse rate (on a sample, since it is ~100x slower);
+  * header-only commitlog scan (walk + vectorised header table): records/s, MB/s;
+  * full decode with properties: records/s, MB/s;
+  * consume queue scan (numpy over 20-byte units): GB/s;
+each also as a ratio to its baseline, and the anonymous memory (RssAnon) before/after, which
+must stay flat as files grow because everything is mmap'ed and streamed.
+
+    python benchmarks/store_scan.py [--size-mib 1024] [--quick] [--dir DIR] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from store.commitlog import MessageRecordSchema, encode_blank, encode_record, new_record  # noqa: E402
+from store.consumequeue import CqUnitSchema, read_units, valid_prefix  # noqa: E402
+from store.logscan import RecordIterator, header_table, walk  # noqa: E402
+from store.mappedfiles import ReadOnlyMap, offset_to_file_name  # noqa: E402
+
+FILE_SIZE = 256 * 1024 * 1024
+
+
+def rss_anon_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return -1
+
+
+def make_block(n: int, start_offset: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """n records of ~200 bytes with realistic properties; (offset, size) of each."""
+    parts, units, off = [], [], start_offset
+    for i in range(n):
+        body = (b"payload-%06d " % i) * 6
+        rec = new_record(f"BenchTopic{i % 4}", body[:16 + i % 20],
+                         {"KEYS": f"k-{i}", "TAGS": "TagA" if i % 2 else "TagB",
+                          "UNIQ_KEY": f"{i:032X}", "CLUSTER": "DefaultCluster"},
+                         queue_id=i % 8, queue_offset=i // 8, physical_offset=off,
+                         born_timestamp=1700000000000 + i, store_timestamp=1700000000100 + i)
+        raw = encode_record(rec)
+        parts.append(raw)
+        units.append((off, len(raw)))
+        off += len(raw)
+    return b"".join(parts), units
+
+
+def write_store(root: Path, total: int) -> tuple[int, int, Path]:
+    """Commitlog files of FILE_SIZE (or smaller in quick mode), and one consume queue file."""
+    cl = root / "commitlog"
+    cl.mkdir(parents=True)
+    file_size = min(FILE_SIZE, total)
+    block, _ = make_block(5000, 0)
+    records = 0
+    for start in range(0, total, file_size):
+        with open(cl / offset_to_file_name(start), "wb") as f:
+            written = 0
+            n_block = block.count(b"\xda\xa3\x20\xa7")  # magic per record
+            while written + len(block) + 8 <= file_size:
+                f.write(block)
+                written += len(block)
+                records += n_block
+            f.write(encode_blank(file_size - written))
+            f.truncate(file_size)
+    units = np.zeros(records, dtype=[("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+    units["offset"] = np.arange(records) * 200
+    units["size"] = 200
+    units["tags_code"] = 2598919
+    cq = root / "consumequeue" / "BenchTopic0" / "0" / offset_to_file_name(0)
+    cq.parent.mkdir(parents=True)
+    units.tofile(cq)
+    return records, file_size, cq
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-mib", type=int, default=1024)
+    ap.add_argument("--quick", action="store_true", help="64 MiB, for a smoke run")
+    ap.add_argument("--dir", type=Path, default=None, help="where to write the data (default: a temp dir)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    total = (64 if args.quick else args.size_mib) * 1024 * 1024
+    root = Path(tempfile.mkdtemp(prefix="mqtool-bench-", dir=args.dir))
+    try:
+        rss0 = rss_anon_kib()
+        records, file_size, cq_path = write_store(root, total)
+        files = sorted((root / "commitlog").iterdir())
+        data_bytes = sum(p.stat().st_size for p in files)
+
+        def raw_read():
+            s = 0
+            for p in files:
+                with ReadOnlyMap(p) as m:
+                    s += int(np.frombuffer(m.buf, np.uint8).sum(dtype=np.uint64))
+            return s
+        raw_read()  # warm the page cache so every pass reads the same memory
+        _, t_raw = timed(raw_read)
+
+        def header_scan():
+            n = 0
+            for p in files:
+                with ReadOnlyMap(p, populate=True) as m:
+                    positions, _ = walk(m.buf)
+                    table, valid = header_table(m.buf, positions)
+                    n += valid
+                    del table
+            return n
+        n_hdr, t_hdr = timed(header_scan)
+        rss_after_scan = rss_anon_kib()
+
+        def full_decode():
+            n = 0
+            for p in files:
+                with ReadOnlyMap(p, populate=True) as m:
+                    for _pos, rec in RecordIterator(m.buf):
+                        n += 1
+            return n
+        n_full, t_full = timed(full_decode)
+
+        with ReadOnlyMap(files[0]) as m:
+            sample = []
+            pos = 0
+            while len(sample) < 5000:
+                size = struct.unpack_from(">i", m.buf, pos)[0]
+                sample.append(bytes(m.buf[pos:pos + size]))
+                pos += size
+        _, t_construct = timed(lambda: [MessageRecordSchema.parse(b) for b in sample])
+        construct_rate = len(sample) / t_construct
+
+        with ReadOnlyMap(cq_path) as m:
+            cq_bytes = len(m.buf)
+            np.frombuffer(m.buf, np.uint8).sum(dtype=np.uint64)
+
+            def cq_scan():
+                u = read_units(m.buf)
+                n = valid_prefix(u)
+                s = int(u["offset"][:n].sum()) + int(u["size"][:n].sum())
+                del u
+                return s
+            _, t_cq = timed(cq_scan)
+            unit_sample = [bytes(m.buf[i * 20:i * 20 + 20]) for i in range(20000)]
+        _, t_cq_construct = timed(lambda: [CqUnitSchema.parse(b) for b in unit_sample])
+        rss_end = rss_anon_kib()
+
+        mb = data_bytes / 1e6
+        result = {
+            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                        "python": platform.python_version(), "numpy": np.__version__},
+            "data": {"commitlog_bytes": data_bytes, "files": len(files), "file_size": file_size,
+                     "records": records, "avg_record_bytes": round(data_bytes / records, 1),
+                     "cq_bytes": cq_bytes, "mode": "warm page cache, read-only mmap, one core"},
+            "baseline": {"raw_read_MBps": round(mb / t_raw, 1),
+                         "construct_records_per_s": round(construct_rate)},
+            "header_scan": {"records_per_s": round(n_hdr / t_hdr), "MBps": round(mb / t_hdr, 1),
+                            "vs_raw_read": round(t_raw / t_hdr, 3),
+                            "vs_construct": round(n_hdr / t_hdr / construct_rate, 1)},
+            "full_decode": {"records_per_s": round(n_full / t_full), "MBps": round(mb / t_full, 1),
+                            "vs_raw_read": round(t_raw / t_full, 3),
+                            "vs_construct": round(n_full / t_full / construct_rate, 1)},
+            "consume_queue": {"GBps": round(cq_bytes / t_cq / 1e9, 2),
+                              "units_per_s": round(cq_bytes / 20 / t_cq),
+                              "vs_construct": round((cq_bytes / 20 / t_cq) / (len(unit_sample) / t_cq_construct), 1)},
+            "memory": {"rss_anon_start_kib": rss0, "after_header_scan_kib": rss_after_scan,
+                       "end_kib": rss_end},
+        }
+        assert n_hdr == n_full == records, (n_hdr, n_full, records)
+        if args.json:
+            print(json.dumps(result))
+        else:
+            print(json.dumps(result, indent=2))
+        return 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+
+_mqtool_completion() {
+    local IFS=$'
+'
+    COMPREPLY=( $( env COMP_WORDS="${COMP_WORDS[*]}" \
+                   COMP_CWORD=$COMP_CWORD \
+                   _MQTOOL_COMPLETE=complete_bash $1 ) )
+    return 0
+}
+
+complete -o default -F _mqtool_completion mqtool
+

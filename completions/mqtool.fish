@@ -1,0 +1,1 @@
+complete --command mqtool --no-files --arguments "(env _MQTOOL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) mqtool)" --condition "env _MQTOOL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) mqtool"
