@@ -215,13 +215,10 @@ def decode_record(buf, pos: int = 0, end: int | None = None, check_crc: bool = F
         raise FormatError(f"record size {total_size} does not fit (bytes left: {end - pos})", offset=pos)
     rec_end = pos + total_size
     try:
-        sys_flag = _I32_AT(buf, pos + 36)
-        if not sys_flag & (BORN_V6 | STORE_V6):
-            (_, _, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_ip, born_port,
-             store_ts, store_ip, store_port, reconsume, prepared, body_len) = _FIXED_V4.unpack_from(buf, pos)
-            p = pos + 88
-        else:
-            (_, _, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts) = _HEAD.unpack_from(buf, pos)
+        (_, _, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_ip, born_port,
+         store_ts, store_ip, store_port, reconsume, prepared, body_len) = _FIXED_V4.unpack_from(buf, pos)
+        p = pos + 88
+        if sys_flag & (BORN_V6 | STORE_V6):  # rare: re-read the hosts at their real widths
             p = pos + 48
             host = _HOST6 if sys_flag & BORN_V6 else _HOST4
             born_ip, born_port = host.unpack_from(buf, p)
@@ -235,7 +232,9 @@ def decode_record(buf, pos: int = 0, end: int | None = None, check_crc: bool = F
             p += _TAIL.size
         if body_len < 0 or p + body_len > rec_end:
             raise FormatError(f"body length {body_len} runs past the record end", offset=pos)
-        body = bytes(buf[p:p + body_len])
+        body = buf[p:p + body_len]
+        if type(body) is not bytes:
+            body = bytes(body)
         p += body_len
         if magic == MESSAGE_MAGIC:
             topic_len = _I8.unpack_from(buf, p)[0]

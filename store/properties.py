@@ -7,13 +7,13 @@ from .codes import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    props: dict[str, str] = {}
     if not text:
-        return props
+        return {}
+    props: dict[str, str] = {}
     for piece in text.split(PROPERTY_SEPARATOR):
-        key, sep, value = piece.partition(NAME_VALUE_SEPARATOR)
-        if sep and key and value:
-            props[key] = value
+        kv = piece.split(NAME_VALUE_SEPARATOR, 1)
+        if len(kv) == 2 and kv[0] and kv[1]:
+            props[kv[0]] = kv[1]
     return props
 
 
