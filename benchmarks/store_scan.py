@@ -67,16 +67,19 @@ def write_store(root: Path, total: int) -> tuple[int, int, Path]:
     cl = root / "commitlog"
     cl.mkdir(parents=True)
     file_size = min(FILE_SIZE, total)
-    block, _ = make_block(5000, 0)
+    block, units = make_block(5000, 0)
+    block = bytearray(block)
+    rec_pos = np.array([off for off, _ in units], dtype=np.int64)
+    phys = np.ndarray(shape=(len(block) - 7,), dtype=">i8", buffer=block, strides=(1,))
     records = 0
     for start in range(0, total, file_size):
         with open(cl / offset_to_file_name(start), "wb") as f:
             written = 0
-            n_block = block.count(b"\xda\xa3\x20\xa7")  # magic per record
             while written + len(block) + 8 <= file_size:
+                phys[rec_pos + 28] = start + written + rec_pos   # PHYSICALOFFSET as a broker writes it
                 f.write(block)
                 written += len(block)
-                records += n_block
+                records += len(units)
             f.write(encode_blank(file_size - written))
             f.truncate(file_size)
     units = np.zeros(records, dtype=[("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])

@@ -86,7 +86,6 @@ def walk(buf, start: int = 0, end: int | None = None) -> tuple[list[int], FileEn
 
 
 _SIZE = struct.Struct(">i")
-
 # The fixed part of a record whose hosts are both IPv4 ("_" fields are not reported).
 _FIXED_V4_DTYPE = np.dtype([
     ("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
@@ -96,6 +95,9 @@ _FIXED_V4_DTYPE = np.dtype([
     ("body_len", ">i4"),
 ])
 assert _FIXED_V4_DTYPE.itemsize == 88
+# Fields the checks below compute with, converted to native int64 once.
+_ARITHMETIC_FIELDS = ("total_size", "magic", "sys_flag", "body_len")
+
 # Fields after the born host move by 12 bytes per IPv6 host: (name, v4 offset, type, hosts before it).
 _SHIFTED_FIELDS = [
     ("store_timestamp", 56, ">i8", 1), ("reconsume_times", 72, ">i4", 2),
@@ -132,7 +134,10 @@ def header_table(buf, positions: list[int] | np.ndarray, end: int | None = None)
     rows = _every_offset(buf, _FIXED_V4_DTYPE)[pos] if fits else np.zeros(n, _FIXED_V4_DTYPE)
     for name in _FIXED_V4_DTYPE.names:
         if not name.startswith("_"):
-            t[name] = rows[name].astype(np.int64)
+            # Big-endian views: numpy reads them as ints; converting them all costs a pass each.
+            t[name] = rows[name]
+    for name in _ARITHMETIC_FIELDS:
+        t[name] = t[name].astype(np.int64)
     sys_flag = t["sys_flag"]
     if (sys_flag & (BORN_V6 | STORE_V6)).any():
         shift = np.where(sys_flag & BORN_V6, 12, 0)
@@ -173,7 +178,7 @@ def scan_file(buf, end: int | None = None):
     positions, file_end = walk(buf, 0, end)
     table, n_valid = header_table(buf, positions, end)
     if n_valid < len(positions):
-        stop = positions[n_valid]
+        stop = int(positions[n_valid])
         magic = int(table["magic"][n_valid])
         table = {k: v[:n_valid] for k, v in table.items()}
         file_end = classify_end(buf, stop, end)

@@ -34,7 +34,7 @@ def commitlog_stats(reader: CommitLogReader, progress=None) -> dict:
                             for a, ln in zip(table["topic_pos"].tolist(), table["topic_len"].tolist())),
                            dtype=np.int64, count=n)
         names = {i: t for t, i in topic_ids.items()}
-        keys = (tids << 32) | (table["queue_id"] & 0xFFFFFFFF)
+        keys = (tids << 32) | (table["queue_id"].astype(np.int64) & 0xFFFFFFFF)
         uniq, inv = np.unique(keys, return_inverse=True)
         agg = {
             "messages": np.bincount(inv, minlength=len(uniq)),
