@@ -203,21 +203,19 @@ class RecordIterator:
         self.end: FileEnd | None = None
 
     def __iter__(self) -> Iterator[tuple[int, MessageRecord]]:
-        buf, pos, limit = self.buf, self.start, self.limit
-        unpack = _SIZE_MAGIC.unpack_from
+        buf, pos, limit, check_crc = self.buf, self.start, self.limit, self.check_crc
         detail = ""
         while pos + 8 <= limit:
-            size, magic = unpack(buf, pos)
-            if magic != MESSAGE_MAGIC and magic != MESSAGE_MAGIC_V2:
-                break
             try:
-                rec = decode_record(buf, pos, limit, self.check_crc)
+                rec = decode_record(buf, pos, limit, check_crc)
             except FormatError as exc:
                 detail = exc.message
                 break
             yield pos, rec
-            pos += size
-        end = classify_end(buf, pos, limit, detail)
-        if detail and end.reason != "corrupt":
+            pos += rec.total_size
+        end = classify_end(buf, pos, limit)
+        if detail and pos + 8 <= limit and _SIZE_MAGIC.unpack_from(buf, pos)[1] in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
             end = FileEnd(pos, "corrupt", detail, max(1, last_nonzero(buf, pos, limit) - pos + 1))
+        elif end.reason == "corrupt":
+            end = FileEnd(pos, "corrupt", detail or end.detail, end.invalid_bytes)
         self.end = end

@@ -9,6 +9,16 @@ from .codes import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 def parse_properties(text: str) -> dict[str, str]:
     if not text:
         return {}
+    try:  # the well-formed case in one C-level pass; odd pieces fall through to the exact rule
+        props = dict(piece.split(NAME_VALUE_SEPARATOR, 1) for piece in text.split(PROPERTY_SEPARATOR) if piece)
+    except ValueError:
+        return _parse_strict(text)
+    if "" in props or "" in props.values():
+        return _parse_strict(text)
+    return props
+
+
+def _parse_strict(text: str) -> dict[str, str]:
     props: dict[str, str] = {}
     for piece in text.split(PROPERTY_SEPARATOR):
         kv = piece.split(NAME_VALUE_SEPARATOR, 1)
