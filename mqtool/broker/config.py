@@ -1,0 +1,97 @@
+"""BrokerConfig: the broker's settings under RocketMQ's own property names (BrokerConfig.java).
+
+Store settings (MessageStoreConfig keys) travel beside it as plain properties and are given to
+the store's own config loader; anything neither knows is reported, not fatal.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mqtool.broker import javaprops
+
+DEFAULT_NAMESRV_PORT = 9876
+DEFAULT_LISTEN_PORT = 10911
+
+
+@dataclass
+class BrokerConfig:
+    brokerClusterName: str = "DefaultCluster"
+    brokerName: str = field(default_factory=lambda: socket.gethostname())
+    brokerId: int = 0
+    listenPort: int = DEFAULT_LISTEN_PORT
+    brokerIP1: str = "127.0.0.1"
+    brokerIP2: str = ""
+    namesrvAddr: str = ""
+    storePathRootDir: str = field(default_factory=lambda: str(Path.home() / "store"))
+    storePathCommitLog: str = ""
+    brokerRole: str = "ASYNC_MASTER"
+    flushDiskType: str = "ASYNC_FLUSH"
+    brokerPermission: int = 6
+    autoCreateTopicEnable: bool = True
+    autoCreateSubscriptionGroup: bool = True
+    defaultTopicQueueNums: int = 8
+    clusterTopicEnable: bool = True
+    brokerTopicEnable: bool = True
+    traceTopicEnable: bool = False
+    messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    maxMessageSize: int = 4 * 1024 * 1024
+    registerBrokerTimeoutMills: int = 6000
+    registerNameServerPeriod: int = 30000
+    longPollingEnable: bool = True
+    shortPollingTimeMills: int = 1000
+    notifyConsumerIdsChangedEnable: bool = True
+    transactionTimeOut: int = 6000
+    transactionCheckMax: int = 15
+    transactionCheckInterval: int = 60000
+    flushConsumerOffsetInterval: int = 5000
+    rejectTransactionMessage: bool = False
+    enablePropertyFilter: bool = False
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.brokerIP1}:{self.listenPort}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrvAddr.split(";") if a.strip()]
+
+    def to_properties(self) -> dict[str, str]:
+        return {f.name: _to_text(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+BROKER_KEYS = {f.name: f for f in dataclasses.fields(BrokerConfig)}
+
+
+def _to_text(v) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def _coerce(name: str, text: str, kind) -> object:
+    if kind is bool or kind == "bool":
+        return text.strip().lower() == "true"
+    if kind is int or kind == "int":
+        try:
+            return int(text.strip())
+        except ValueError:
+            raise ValueError(f"{name} must be an integer, not {text!r}") from None
+    return text.strip()
+
+
+def apply_properties(cfg: BrokerConfig, props: dict[str, str]) -> dict[str, str]:
+    """Set every known broker key on `cfg`; return the keys it does not know (for the store or a warning)."""
+    rest = {}
+    for key, value in props.items():
+        f = BROKER_KEYS.get(key)
+        if f is None:
+            rest[key] = value
+            continue
+        setattr(cfg, key, _coerce(key, value, f.type))
+    return rest
+
+
+def load_broker_conf(path: str | os.PathLike) -> dict[str, str]:
+    return javaprops.loads(Path(path).read_text(encoding="utf-8"))
