@@ -1,0 +1,153 @@
+"""Topic configs: the system topics a 4.9.8 broker creates, auto-creation, persistence to topics.json."""
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from store.codes import Perm
+from store.configfiles import dumps_fastjson, load_config, write_config
+
+TOPIC_MAX_LENGTH = 127
+_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+DEFAULT_TOPIC = "TBW102"
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+})
+PERM_RW = int(Perm.PERM_READ | Perm.PERM_WRITE)
+
+
+@dataclass
+class TopicConfig:
+    topicName: str
+    readQueueNums: int = 16
+    writeQueueNums: int = 16
+    perm: int = PERM_RW
+    topicFilterType: str = "SINGLE_TAG"
+    topicSysFlag: int = 0
+    order: bool = False
+
+    def to_json(self) -> dict:
+        """fastjson's bean order: alphabetical."""
+        return {"order": self.order, "perm": self.perm, "readQueueNums": self.readQueueNums,
+                "topicFilterType": self.topicFilterType, "topicName": self.topicName,
+                "topicSysFlag": self.topicSysFlag, "writeQueueNums": self.writeQueueNums}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TopicConfig":
+        return cls(d["topicName"], int(d.get("readQueueNums", 16)), int(d.get("writeQueueNums", 16)),
+                   int(d.get("perm", PERM_RW)), d.get("topicFilterType", "SINGLE_TAG"),
+                   int(d.get("topicSysFlag", 0)), bool(d.get("order", False)))
+
+
+def check_topic_name(topic: str) -> str | None:
+    """Why a topic name is not allowed (TopicValidator.validateTopic), or None."""
+    if not topic:
+        return "the topic name is blank"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"the topic name is longer than {TOPIC_MAX_LENGTH} characters"
+    if not _VALID_TOPIC.match(topic):
+        return f"the topic name {topic!r} contains characters other than %|a-zA-Z0-9_-"
+    return None
+
+
+class DataVersion:
+    def __init__(self, counter: int = 0, timestamp: int | None = None):
+        self.counter = counter
+        self.timestamp = timestamp if timestamp is not None else int(time.time() * 1000)
+
+    def next(self) -> None:
+        self.counter += 1
+        self.timestamp = int(time.time() * 1000)
+
+    def to_json(self) -> dict:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+
+class TopicConfigManager:
+    """TopicConfigManager.java: system topics at start, then topics.json on top."""
+
+    def __init__(self, config_dir: Path, cluster: str, broker_name: str, auto_create: bool = True,
+                 default_queue_nums: int = 8, cluster_topic: bool = True, broker_topic: bool = True,
+                 trace_topic: bool = False):
+        self.path = Path(config_dir) / "topics.json"
+        self.lock = threading.RLock()
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self.warnings: list[str] = []
+        inherit = int(Perm.PERM_INHERIT)
+        system = [TopicConfig("SELF_TEST_TOPIC", 1, 1)]
+        if auto_create:
+            system.append(TopicConfig(DEFAULT_TOPIC, default_queue_nums, default_queue_nums, PERM_RW | inherit))
+        system += [
+            TopicConfig("BenchmarkTest", 1024, 1024),
+            TopicConfig(cluster, 16, 16, inherit | (PERM_RW if cluster_topic else 0)),
+            TopicConfig(broker_name, 1, 1, inherit | (PERM_RW if broker_topic else 0)),
+            TopicConfig("OFFSET_MOVED_EVENT", 1, 1),
+            TopicConfig("SCHEDULE_TOPIC_XXXX", 18, 18),
+            TopicConfig(f"{cluster}_REPLY_TOPIC", 1, 1),
+        ]
+        if trace_topic:
+            system.append(TopicConfig("RMQ_SYS_TRACE_TOPIC", 1, 1))
+        for t in system:
+            self.table[t.topicName] = t
+        self.load()
+
+    def load(self) -> None:
+        loaded = load_config(self.path)
+        self.warnings += loaded.warnings if loaded.used_backup else []
+        for name, d in loaded.data.get("topicConfigTable", {}).items():
+            self.table[name] = TopicConfig.from_json(d)
+        dv = loaded.data.get("dataVersion")
+        if dv:
+            self.data_version = DataVersion(int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
+
+    def persist(self) -> None:
+        with self.lock:
+            data = {"dataVersion": self.data_version.to_json(),
+                    "topicConfigTable": {k: v.to_json() for k, v in self.table.items()}}
+            write_config(self.path, dumps_fastjson(data))
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def update(self, cfg: TopicConfig) -> None:
+        with self.lock:
+            self.table[cfg.topicName] = cfg
+            self.data_version.next()
+            self.persist()
+
+    def delete(self, topic: str) -> bool:
+        with self.lock:
+            if self.table.pop(topic, None) is None:
+                return False
+            self.data_version.next()
+            self.persist()
+            return True
+
+    def create_in_send(self, topic: str, default_topic: str, queue_nums: int, sys_flag: int = 0) -> TopicConfig | None:
+        """createTopicInSendMessageMethod: inherit from `default_topic` if it has PERM_INHERIT."""
+        with self.lock:
+            existing = self.table.get(topic)
+            if existing:
+                return existing
+            base = self.table.get(default_topic)
+            if base is None or not base.perm & Perm.PERM_INHERIT:
+                return None
+            nums = min(queue_nums, base.writeQueueNums)
+            cfg = TopicConfig(topic, nums, nums, base.perm & ~int(Perm.PERM_INHERIT), topicSysFlag=sys_flag)
+            self.update(cfg)
+            return cfg
+
+    def create_system(self, topic: str, queue_nums: int, perm: int = PERM_RW) -> TopicConfig:
+        """Retry, DLQ and transaction topics, created on demand."""
+        with self.lock:
+            existing = self.table.get(topic)
+            if existing:
+                return existing
+            cfg = TopicConfig(topic, queue_nums, queue_nums, perm)
+            self.update(cfg)
+            return cfg
