@@ -1,0 +1,71 @@
+"""Long polling (PullRequestHoldService): pulls that found nothing wait for a message or a timeout.
+
+Each held pull is an asyncio future keyed by topic and queue. The store dispatches in its own
+threads, so `notify_threadsafe` hops onto the event loop before touching the table.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _Hold:
+    offset: int                 # the queue offset the pull asked for
+    matches: object             # callable(tags_code) -> bool, or None for everything
+    future: asyncio.Future = field(repr=False, default=None)
+
+
+class PullHoldService:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
+        self.loop = loop
+        self.holds: dict[tuple[str, int], list[_Hold]] = {}
+
+    def _key(self, topic: str, queue_id: int) -> tuple[str, int]:
+        return (topic, queue_id)
+
+    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float, matches=None) -> bool:
+        """Wait until a message at or past `offset` arrives (True) or the timeout passes (False)."""
+        loop = asyncio.get_running_loop()
+        self.loop = loop
+        hold = _Hold(offset, matches, loop.create_future())
+        key = self._key(topic, queue_id)
+        self.holds.setdefault(key, []).append(hold)
+        try:
+            return await asyncio.wait_for(asyncio.shield(hold.future), timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            waiting = self.holds.get(key)
+            if waiting is not None:
+                if hold in waiting:
+                    waiting.remove(hold)
+                if not waiting:
+                    del self.holds[key]
+
+    def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> int:
+        """A unit was dispatched: wake holds whose offset is now readable and whose filter matches."""
+        waiting = self.holds.get(self._key(topic, queue_id))
+        woken = 0
+        if not waiting:
+            return 0
+        for hold in list(waiting):
+            if hold.future.done() or max_offset <= hold.offset:
+                continue
+            if tags_code is not None and hold.matches is not None and not hold.matches(tags_code):
+                continue
+            hold.future.set_result(True)
+            woken += 1
+        return woken
+
+    def notify_threadsafe(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> None:
+        loop = self.loop
+        if loop is not None and self.holds and not loop.is_closed():
+            loop.call_soon_threadsafe(self.notify, topic, queue_id, max_offset, tags_code)
+
+    def wake_all(self) -> None:
+        """At shutdown: release every hold so pending pulls answer."""
+        for waiting in self.holds.values():
+            for hold in waiting:
+                if not hold.future.done():
+                    hold.future.set_result(False)
