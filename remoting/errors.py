@@ -19,6 +19,11 @@ class RemotingConnectError(RemotingError):
         super().__init__(f"cannot connect to {addr}: {reason}")
 
 
+class RemotingListenError(RemotingError):
+    def __init__(self, addr: str, reason: str):
+        super().__init__(f"cannot listen on {addr}: {reason}")
+
+
 class RemotingTimeout(RemotingError):
     def __init__(self, addr: str, timeout_s: float, what: str = "request"):
         super().__init__(f"{what} to {addr} timed out after {timeout_s * 1000:.0f} ms")

@@ -13,7 +13,7 @@ from typing import Awaitable, Callable
 
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
-from remoting.errors import (FrameError, RemotingClosed, RemotingConnectError, RemotingError,
+from remoting.errors import (FrameError, RemotingClosed, RemotingConnectError, RemotingError, RemotingListenError,
                              RemotingTimeout, map_os_errors)
 from remoting.framing import FrameDecoder
 
@@ -155,7 +155,7 @@ class Server:
         try:
             self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
         except OSError as exc:
-            raise RemotingConnectError(f"{host}:{port}", f"cannot listen: {exc.strerror or exc}") from None
+            raise RemotingListenError(f"{host}:{port}", (exc.strerror or str(exc)).lower()) from None
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
         return self

@@ -35,6 +35,14 @@ class UsageError(Exception):
 register(UsageError, EXIT_USAGE)
 
 
+def _register_remoting() -> None:
+    from remoting.errors import RemotingError
+    register(RemotingError, EXIT_PROBLEMS)
+
+
+_register_remoting()
+
+
 def exit_code_for(exc: BaseException) -> int | None:
     for exc_type, code in _EXIT_CODES:
         if isinstance(exc, exc_type):

@@ -1,0 +1,34 @@
+"""`mqtool namesrv ...`: run a name server."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mqtool.cli.serve import parse_listen, run_until_signal, setup_logging
+from mqtool.namesrv.server import NameServer
+
+app = typer.Typer(help="Run a RocketMQ name server.", no_args_is_help=True)
+
+
+@app.command()
+def start(
+    listen: Annotated[str, typer.Option("--listen", "-l", help="HOST:PORT to listen on.")] = "0.0.0.0:9876",
+    kv_config: Annotated[Optional[Path], typer.Option("--kv-config", help="KV config file (default ~/namesrv/kvConfig.json).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Start a name server (port 9876 by default); SIGINT/SIGTERM stop it."""
+    host, port = parse_listen(listen)
+    setup_logging(verbose)
+    server = NameServer(kv_config)
+
+    async def go():
+        async def begin():
+            await server.start(host, port)
+            logging.getLogger("mqtool.namesrv").info("The Name Server boot success. serializeType=JSON, listening on %s:%d",
+                                                     host, server.port)
+        await run_until_signal(begin, server.stop)
+    asyncio.run(go())

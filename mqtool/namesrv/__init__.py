@@ -1,0 +1,1 @@
+"""The name server: a pure route table and the request handlers that serve it."""
