@@ -1,0 +1,144 @@
+"""A writable consume queue: 20-byte units appended in queue-offset order (ConsumeQueue.java)."""
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+
+import numpy as np
+
+from .codes import CQ_UNIT_SIZE, INT32_MAX
+from .consumequeue import encode_unit, read_units, valid_prefix
+from .mappedfile import MappedFileQueue
+
+PRE_BLANK = encode_unit(0, INT32_MAX, 0)
+
+
+class ConsumeQueue:
+    def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int):
+        self.topic, self.queue_id = topic, queue_id
+        self.files = MappedFileQueue(directory, file_size, preallocate=False)
+        self.max_physic_offset = -1     # offset + size of the last unit
+        self.min_logic_offset = 0       # byte position of the first real unit
+
+    def load_and_recover(self) -> int:
+        """ConsumeQueue.recover over every file: positions after the last valid unit. Returns bytes dropped."""
+        self.files.load()
+        end = None
+        for f in self.files.files:
+            units = read_units(f.mm)
+            n = valid_prefix(units)
+            if n:
+                last = units[n - 1]
+                self.max_physic_offset = int(last["offset"]) + int(last["size"])
+            del units
+            if n * CQ_UNIT_SIZE < f.size:
+                end = f.start + n * CQ_UNIT_SIZE
+                break
+        if end is None:
+            end = self.files.max_offset
+        dropped = 0
+        last = self.files.find(end) if end < self.files.max_offset else None
+        if last is not None:
+            dropped = _nonzero_after(last.mm, end - last.start)
+        self.files.truncate(end)
+        if last is not None:
+            last.zero_from(end - last.start)
+        self._correct_min()
+        return dropped
+
+    def _correct_min(self, commitlog_min: int = 0) -> None:
+        first = self.files.files[0] if self.files.files else None
+        if first is None:
+            self.min_logic_offset = 0
+            return
+        units = read_units(first.mm, 0, first.write_pos)
+        ok = np.flatnonzero((units["size"] != INT32_MAX) & (units["offset"] >= commitlog_min))
+        self.min_logic_offset = first.start + (int(ok[0]) * CQ_UNIT_SIZE if ok.size else first.write_pos)
+        del units
+
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        self._correct_min(commitlog_min)
+
+    @property
+    def max_offset(self) -> int:
+        """Next queue offset (getMaxOffsetInQueue)."""
+        return self.files.max_offset // CQ_UNIT_SIZE
+
+    @property
+    def min_offset(self) -> int:
+        return self.min_logic_offset // CQ_UNIT_SIZE
+
+    def put(self, offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
+        """putMessagePositionInfo: False when the unit was already there (re-dispatch)."""
+        if offset + size <= self.max_physic_offset:
+            return False
+        pos = queue_offset * CQ_UNIT_SIZE
+        cur = self.files.max_offset
+        if pos < cur:
+            return False
+        if not self.files.files:
+            start = pos - pos % self.files.file_size
+            f = self.files.last_for_append(start)
+            if pos > f.start:
+                f.append(PRE_BLANK * ((pos - f.start) // CQ_UNIT_SIZE))
+            self.min_logic_offset = pos
+            cur = pos
+        while cur < pos:   # a gap: keep unit i at byte i*20 with pre-blank units
+            self.files.last_for_append().append(PRE_BLANK)
+            cur += CQ_UNIT_SIZE
+        self.files.last_for_append().append(encode_unit(offset, size, tags_code))
+        self.max_physic_offset = offset + size
+        return True
+
+    def units(self, queue_offset: int, max_count: int) -> np.ndarray:
+        """Units from `queue_offset` to the end of its file (at most max_count), as a structured array copy."""
+        pos = queue_offset * CQ_UNIT_SIZE
+        f = self.files.find(pos)
+        if f is None:
+            return read_units(b"")
+        lo = pos - f.start
+        hi = min(f.write_pos, lo + max_count * CQ_UNIT_SIZE)
+        return read_units(f.mm, lo, hi).copy() if hi > lo else read_units(b"")
+
+    def truncate_from_physic(self, phy_offset: int) -> int:
+        """truncateDirtyLogicFiles: drop units pointing at or past `phy_offset`; returns units dropped."""
+        dropped = 0
+        while self.files.files:
+            f = self.files.last
+            units = read_units(f.mm, 0, f.write_pos)
+            n = valid_prefix(units)
+            keep = n
+            bad = np.flatnonzero((units["offset"][:n] >= phy_offset) & (units["size"][:n] != INT32_MAX))
+            if bad.size:
+                keep = int(bad[0])
+            dropped += n - keep
+            last_keep = units[keep - 1] if keep else None
+            del units
+            if keep == 0 and f is not self.files.files[0]:
+                self.files.files.remove(f)
+                f.destroy()
+                continue
+            f.set_positions(keep * CQ_UNIT_SIZE)
+            f.zero_from(keep * CQ_UNIT_SIZE)
+            self.max_physic_offset = (int(last_keep["offset"]) + int(last_keep["size"])
+                                      if last_keep is not None else -1)
+            break
+        return dropped
+
+    def flush(self) -> None:
+        if self.files.last is not None:
+            self.files.last.flush()
+        for f in self.files.files[:-1]:
+            if f.flushed_pos < f.write_pos:
+                f.flush()
+
+    def close(self) -> None:
+        self.files.close()
+
+
+def _nonzero_after(mm, pos: int) -> int:
+    arr = np.frombuffer(mm, dtype=np.uint8)[pos:]
+    nz = np.flatnonzero(arr)
+    n = int(nz[-1]) + 1 if nz.size else 0
+    del arr
+    return n

@@ -1,0 +1,183 @@
+"""Writable mapped files and their queue (MappedFile / MappedFileQueue): fixed size, named by offset.
+
+A new file is created at full size (sparse, zero-filled) and memory-mapped read-write;
+appends copy into the map, `flush` msyncs the dirty range. The next file is pre-allocated
+in the background, as the Java broker's AllocateMappedFileService does.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from pathlib import Path
+
+from .errors import FormatError
+from .mappedfiles import list_mapped_files, offset_to_file_name
+
+PAGE = mmap.PAGESIZE
+
+
+class MappedFile:
+    def __init__(self, path: Path, start: int, size: int, create: bool = False):
+        self.path = Path(path)
+        self.start = start
+        self.size = size
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        self.fd = os.open(self.path, flags, 0o644)
+        actual = os.fstat(self.fd).st_size
+        if create and actual < size:
+            os.ftruncate(self.fd, size)
+        elif actual != size:
+            os.close(self.fd)
+            raise FormatError(f"file size {actual} differs from the mapped file size {size} "
+                              "(RocketMQ refuses to load it: length not matched)", path=self.path)
+        self.mm = mmap.mmap(self.fd, size, access=mmap.ACCESS_WRITE)
+        self.write_pos = 0 if create else size
+        self.flushed_pos = self.write_pos
+        self.store_timestamp = 0   # of the last message appended (commitlog only)
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    @property
+    def free(self) -> int:
+        return self.size - self.write_pos
+
+    def append(self, data: bytes) -> int:
+        """Copy `data` at the write position; returns the position it went to."""
+        pos = self.write_pos
+        self.mm[pos:pos + len(data)] = data
+        self.write_pos = pos + len(data)
+        return pos
+
+    def write_at(self, pos: int, data: bytes) -> None:
+        self.mm[pos:pos + len(data)] = data
+
+    def flush(self) -> int:
+        """msync what was written since the last flush; returns the new flushed position."""
+        target = self.write_pos
+        if target > self.flushed_pos:
+            lo = self.flushed_pos // PAGE * PAGE
+            self.mm.flush(lo, target - lo)
+            self.flushed_pos = target
+        return self.flushed_pos
+
+    def dirty_pages(self) -> int:
+        return (self.write_pos - self.flushed_pos + PAGE - 1) // PAGE
+
+    def set_positions(self, pos: int) -> None:
+        self.write_pos = self.flushed_pos = pos
+
+    def zero_from(self, pos: int) -> None:
+        """Clear bytes after `pos` that are not zero already (a torn tail), then flush them."""
+        end = self.size
+        step = 1 << 20
+        p = pos
+        while p < end:
+            q = min(end, p + step)
+            chunk = self.mm[p:q]
+            if chunk.count(0) != len(chunk):
+                self.mm[p:q] = bytes(q - p)
+                self.mm.flush(p // PAGE * PAGE, q - p // PAGE * PAGE)
+            p = q
+
+    def close(self) -> None:
+        try:
+            self.mm.close()
+        finally:
+            os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class MappedFileQueue:
+    """The files of one directory; the last one takes appends."""
+
+    def __init__(self, directory: Path, file_size: int, preallocate: bool = True):
+        self.dir = Path(directory)
+        self.file_size = file_size
+        self.preallocate = preallocate
+        self.files: list[MappedFile] = []
+        self._next: MappedFile | None = None
+        self._alloc_lock = threading.Lock()
+
+    def load(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for f in list_mapped_files(self.dir):
+            self.files.append(MappedFile(f.path, f.start, self.file_size))
+
+    @property
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].start if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        last = self.last
+        return last.start + last.write_pos if last else 0
+
+    @property
+    def flushed_offset(self) -> int:
+        last = self.last
+        return last.start + last.flushed_pos if last else 0
+
+    def last_for_append(self, start_if_empty: int = 0) -> MappedFile:
+        last = self.last
+        if last is None or last.free == 0:
+            start = last.end if last else start_if_empty - start_if_empty % self.file_size
+            self.files.append(self._take(start))
+            if self.preallocate:
+                threading.Thread(target=self._prepare, args=(start + self.file_size,), daemon=True).start()
+        return self.files[-1]
+
+    def _take(self, start: int) -> MappedFile:
+        with self._alloc_lock:
+            nxt = self._next
+            if nxt is not None and nxt.start == start:
+                self._next = None
+                return nxt
+        return MappedFile(self.dir / offset_to_file_name(start), start, self.file_size, create=True)
+
+    def _prepare(self, start: int) -> None:
+        with self._alloc_lock:
+            if self._next is None:
+                try:
+                    self._next = MappedFile(self.dir / offset_to_file_name(start), start, self.file_size, create=True)
+                except OSError:
+                    self._next = None
+
+    def find(self, offset: int) -> MappedFile | None:
+        for f in reversed(self.files):
+            if f.start <= offset < f.end:
+                return f
+        return None
+
+    def truncate(self, offset: int) -> list[Path]:
+        """truncateDirtyFiles: positions of the file holding `offset` set to it; later files destroyed."""
+        removed = []
+        for f in list(self.files):
+            if f.start > offset:
+                removed.append(f.path)
+                self.files.remove(f)
+                f.destroy()
+            elif f.start <= offset < f.end:
+                f.set_positions(offset - f.start)
+        return removed
+
+    def discard_prepared(self) -> None:
+        """Remove the pre-allocated next file, as the broker's shutdown does."""
+        with self._alloc_lock:
+            if self._next is not None:
+                self._next.destroy()
+                self._next = None
+
+    def close(self) -> None:
+        self.discard_prepared()
+        for f in self.files:
+            f.close()

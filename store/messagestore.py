@@ -1,0 +1,505 @@
+"""The message store: commitlog appends, dispatch to consume queues and index, reads, flush, recovery.
+
+Threads, not asyncio: a put takes one lock (queue offsets, commitlog position and dispatch stay
+in step), then under SYNC_FLUSH waits for the group-commit flusher to cover its bytes.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from .checkpoint import Checkpoint, decode_checkpoint
+from .codes import (CHECKPOINT_FILE_SIZE, CQ_UNIT_SIZE, END_FILE_MIN_BLANK_LENGTH, TRANSACTION_TYPE_MASK,
+                    Prop, TransactionType)
+from .commitlog import (MESSAGE_MAGIC, MESSAGE_MAGIC_V2, MessageRecord, body_crc, decode_record,
+                        encode_blank, encode_record, record_size)
+from .cqwriter import ConsumeQueue
+from .delaylevels import expected_tags_code, parse_delay_levels
+from .indexwriter import IndexService
+from .lockfile import StoreLock, create_abort, remove_abort
+from .mappedfile import MappedFile, MappedFileQueue
+from .msgid import create_offset_msg_id
+from .storeconfig import MessageStoreConfig
+
+NOT_DISPATCHED = (TransactionType.TRANSACTION_PREPARED_TYPE, TransactionType.TRANSACTION_ROLLBACK_TYPE)
+
+
+class PutStatus(Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+
+
+class GetStatus(Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass
+class Message:
+    """What a producer's request becomes before it is stored (MessageExtBrokerInner)."""
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    properties_text: str | None = None     # stored as given when set (C++ and Java orders differ)
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: tuple[bytes, int] = (b"\x7f\0\0\x01", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+
+@dataclass
+class PutResult:
+    status: PutStatus
+    offset: int = -1            # commitlog offset of the (first) record
+    size: int = 0
+    queue_offset: int = 0
+    msg_ids: list[str] = field(default_factory=list)
+    store_timestamp: int = 0
+    remark: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
+
+
+@dataclass
+class GetResult:
+    status: GetStatus
+    messages: list[bytes] = field(default_factory=list)
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+
+
+class MessageStore:
+    def __init__(self, config: MessageStoreConfig, store_host: tuple[bytes, int] = (b"\x7f\0\0\x01", 10911)):
+        self.cfg = config
+        self.root = config.root
+        self.store_host = store_host
+        self.levels = parse_delay_levels(config.messageDelayLevel)
+        self.commitlog = MappedFileQueue(config.commitlog_dir, config.mappedFileSizeCommitLog)
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.index = IndexService(self.root / "index", config.maxHashSlotNum, config.maxIndexNum)
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.checkpoint = Checkpoint()
+        self.lock = StoreLock(self.root)
+        self.put_lock = threading.Lock()
+        self.flush_cond = threading.Condition()
+        self.flush_requested = 0
+        self.listeners: list = []        # callables(topic, queue_id, max_offset, tags_code)
+        self.running = False
+        self.recovery_report = None
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._cp_file: MappedFile | None = None
+        self._last_dispatched_ts = 0
+        self._index_full_ts = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> "MessageStore":
+        from .recovery import recover_store
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.lock.acquire()
+        try:
+            abnormal = (self.root / "abort").exists()
+            self._open_checkpoint()
+            self.recovery_report = recover_store(self, abnormal)
+            create_abort(self.root)
+        except BaseException:
+            self.lock.release()
+            raise
+        self.running = True
+        self.index.on_full = self._index_full
+        self._spawn(self._flush_commitlog_loop, "commitlog-flush")
+        self._spawn(self._flush_queues_loop, "consumequeue-flush")
+        return self
+
+    def _spawn(self, target, name) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _open_checkpoint(self) -> None:
+        path = self.root / "checkpoint"
+        existed = path.exists()
+        if existed and path.stat().st_size < CHECKPOINT_FILE_SIZE:
+            with open(path, "r+b") as f:
+                f.truncate(CHECKPOINT_FILE_SIZE)
+        self._cp_file = MappedFile(path, 0, CHECKPOINT_FILE_SIZE, create=not existed)
+        if existed:
+            self.checkpoint = decode_checkpoint(self._cp_file.mm, path)
+
+    def write_checkpoint(self) -> None:
+        self._cp_file.write_at(0, self.checkpoint.encode()[:40])
+        self._cp_file.mm.flush()
+
+    def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self._stop.set()
+        with self.flush_cond:
+            self.flush_cond.notify_all()
+        for t in self._threads:
+            t.join(timeout=10)
+        with self.put_lock:
+            self._flush_all()
+            self.commitlog.close()
+            for cq in self.queues.values():
+                cq.close()
+            self.index.close()
+            self.write_checkpoint()
+            self._cp_file.close()
+        remove_abort(self.root)
+        self.lock.release()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+    # ------------------------------------------------------------------ queues
+
+    def queue(self, topic: str, queue_id: int, create: bool = True) -> ConsumeQueue | None:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None and create:
+            cq = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), topic, queue_id,
+                              self.cfg.mappedFileSizeConsumeQueue)
+            cq.files.dir.mkdir(parents=True, exist_ok=True)
+            self.queues[(topic, queue_id)] = cq
+        return cq
+
+    # ------------------------------------------------------------------ put
+
+    def put(self, msg: Message) -> PutResult:
+        return self.put_batch([msg], batch=False)
+
+    def put_batch(self, msgs: list[Message], batch: bool = True) -> PutResult:
+        """Append messages atomically (one lock, one file: a batch never spans files)."""
+        if not self.running:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not running")
+        for m in msgs:
+            problem = self._check(m)
+            if problem:
+                return problem
+        with self.put_lock:
+            store_ts = int(time.time() * 1000)
+            encoded, first = [], None
+            total = 0
+            for m in msgs:
+                rec = self._record(m, store_ts)
+                encoded.append((m, rec))
+                total += rec.total_size
+            f = self.commitlog.last_for_append()
+            if total + END_FILE_MIN_BLANK_LENGTH > f.free:
+                f.append(encode_blank(f.free))
+                f = self.commitlog.last_for_append()
+            phys = f.start + f.write_pos
+            msg_ids, datas = [], []
+            for m, rec in encoded:
+                key = (m.topic, m.queue_id)
+                dispatched = (m.sys_flag & TRANSACTION_TYPE_MASK) not in NOT_DISPATCHED
+                rec.queue_offset = self.topic_queue_table.get(key, 0) if dispatched else 0
+                rec.physical_offset = phys
+                data = encode_record(rec)
+                datas.append(data)
+                if first is None:
+                    first = (phys, rec.queue_offset)
+                if dispatched:
+                    self.topic_queue_table[key] = rec.queue_offset + 1
+                msg_ids.append(create_offset_msg_id(self.store_host[0], self.store_host[1], phys))
+                phys += rec.total_size
+            f.append(b"".join(datas))
+            f.store_timestamp = store_ts
+            for (m, rec) in encoded:
+                self.dispatch(rec)
+            end = phys
+        result = PutResult(PutStatus.PUT_OK, first[0], total, first[1], msg_ids, store_ts)
+        if self.cfg.sync_flush and msgs[0].properties.get(Prop.WAIT, "true") != "false":
+            if not self._wait_flushed(end):
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        return result
+
+    def _check(self, m: Message) -> PutResult | None:
+        if len(m.body) > self.cfg.maxMessageSize:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL,
+                             remark=f"message body size {len(m.body)} exceeds maxMessageSize {self.cfg.maxMessageSize}")
+        if len(m.topic.encode()) > 127:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="topic longer than 127 bytes")
+        text = m.properties_text if m.properties_text is not None else None
+        if text is not None and len(text.encode()) > 32767:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark="properties longer than 32767 bytes")
+        return None
+
+    def _record(self, m: Message, store_ts: int) -> MessageRecord:
+        from .properties import format_properties
+        text = m.properties_text if m.properties_text is not None else format_properties(m.properties)
+        props = m.properties if m.properties_text is None else _parse(text)
+        sys_flag = m.sys_flag
+        if len(m.born_host[0]) == 16:
+            sys_flag |= 0x10
+        if len(self.store_host[0]) == 16:
+            sys_flag |= 0x20
+        topic_len = len(m.topic.encode())
+        size = record_size(sys_flag, len(m.body), topic_len, len(text.encode()))
+        return MessageRecord(size, MESSAGE_MAGIC, body_crc(m.body), m.queue_id, m.flag, 0, 0, sys_flag,
+                             m.born_timestamp, m.born_host[0], m.born_host[1], store_ts, self.store_host[0],
+                             self.store_host[1], m.reconsume_times, m.prepared_transaction_offset, m.body,
+                             m.topic, text, props)
+
+    # ------------------------------------------------------------------ dispatch
+
+    def dispatch(self, rec: MessageRecord) -> None:
+        """Build the consume queue unit and the index entries of one record (CommitLogDispatcher)."""
+        tx = rec.sys_flag & TRANSACTION_TYPE_MASK
+        if tx not in NOT_DISPATCHED:
+            code = expected_tags_code(rec.topic, rec.properties, rec.store_timestamp, self.levels)
+            cq = self.queue(rec.topic, rec.queue_id)
+            if cq.put(rec.physical_offset, rec.total_size, code, rec.queue_offset):
+                self._last_dispatched_ts = rec.store_timestamp
+                for listener in self.listeners:
+                    listener(rec.topic, rec.queue_id, rec.queue_offset + 1, code)
+        if self.cfg.messageIndexEnable and tx != TransactionType.TRANSACTION_ROLLBACK_TYPE:
+            keys = ([rec.uniq_key] if rec.uniq_key else []) + rec.keys
+            if keys:
+                self.index.put(rec.topic, keys, rec.physical_offset, rec.store_timestamp)
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        """Dispatch runs inside the put, so nothing is ever left behind."""
+        return 0
+
+    # ------------------------------------------------------------------ flush
+
+    def _wait_flushed(self, end: int) -> bool:
+        deadline = time.monotonic() + self.cfg.syncFlushTimeout / 1000
+        with self.flush_cond:
+            self.flush_requested = max(self.flush_requested, end)
+            self.flush_cond.notify_all()
+            while self.commitlog.flushed_offset < end:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.running:
+                    return self.commitlog.flushed_offset >= end
+                self.flush_cond.wait(left)
+        return True
+
+    def _flush_commitlog(self) -> None:
+        with self.put_lock:
+            files = [f for f in self.commitlog.files if f.flushed_pos < f.write_pos]
+            ts = self.commitlog.last.store_timestamp if self.commitlog.last else 0
+        for f in files:
+            f.flush()
+        if ts:
+            self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, ts)
+
+    def _flush_commitlog_loop(self) -> None:
+        interval = self.cfg.flushIntervalCommitLog / 1000
+        thorough = self.cfg.flushCommitLogThoroughInterval / 1000
+        last_thorough = time.monotonic()
+        while not self._stop.is_set():
+            if self.cfg.sync_flush:
+                with self.flush_cond:
+                    while self.flush_requested <= self.commitlog.flushed_offset and not self._stop.is_set():
+                        self.flush_cond.wait(0.1)
+                self._flush_commitlog()
+                with self.flush_cond:
+                    self.flush_cond.notify_all()
+                continue
+            self._stop.wait(interval)
+            last = self.commitlog.last
+            dirty = sum(f.dirty_pages() for f in self.commitlog.files[-2:]) if last else 0
+            now = time.monotonic()
+            if dirty >= self.cfg.flushCommitLogLeastPages or now - last_thorough >= thorough:
+                if now - last_thorough >= thorough:
+                    last_thorough = now
+                self._flush_commitlog()
+
+    def _flush_queues(self) -> None:
+        with self.put_lock:
+            ts = self._last_dispatched_ts
+            queues = list(self.queues.values())
+        for cq in queues:
+            cq.flush()
+        self.index.flush()
+        if ts:
+            self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, ts)
+        self.write_checkpoint()
+
+    def _flush_queues_loop(self) -> None:
+        interval = self.cfg.flushIntervalConsumeQueue / 1000
+        while not self._stop.wait(interval):
+            self._flush_queues()
+
+    def _index_full(self, end_ts: int) -> None:
+        self.checkpoint.index_msg_timestamp = end_ts
+        self.write_checkpoint()
+
+    def _flush_all(self) -> None:
+        for f in self.commitlog.files:
+            f.flush()
+        if self.commitlog.last and self.commitlog.last.store_timestamp:
+            self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
+                                                       self.commitlog.last.store_timestamp)
+        for cq in self.queues.values():
+            cq.flush()
+        self.index.flush()
+        if self._last_dispatched_ts:
+            self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, self._last_dispatched_ts)
+
+    # ------------------------------------------------------------------ reads
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    @property
+    def commitlog_min_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def commitlog_max_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    def read_bytes(self, offset: int, size: int | None = None) -> bytes | None:
+        f = self.commitlog.find(offset)
+        if f is None:
+            return None
+        pos = offset - f.start
+        if size is None:
+            size = int.from_bytes(f.mm[pos:pos + 4], "big", signed=True)
+        if size <= 0 or pos + size > f.write_pos:
+            return None
+        return f.mm[pos:pos + size]
+
+    def read(self, offset: int) -> MessageRecord | None:
+        data = self.read_bytes(offset)
+        if data is None:
+            return None
+        try:
+            return decode_record(data)
+        except Exception:  # noqa: BLE001 - a bad offset from a client
+            return None
+
+    def get(self, topic: str, queue_id: int, offset: int, max_count: int, matches=None) -> GetResult:
+        """DefaultMessageStore.getMessage: records from `offset`, filtered by tags code."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE)
+        lo, hi = cq.min_offset, cq.max_offset
+        res = GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, [], offset, lo, hi)
+        if hi == 0:
+            res.next_begin_offset = 0
+            return res
+        if offset < lo:
+            res.status, res.next_begin_offset = GetStatus.OFFSET_TOO_SMALL, lo
+            return res
+        if offset == hi:
+            res.status = GetStatus.OFFSET_OVERFLOW_ONE
+            return res
+        if offset > hi:
+            res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_BADLY, hi
+            return res
+        units = cq.units(offset, max(max_count, 1) * 4 if matches else max_count)
+        if not len(units):
+            res.status = GetStatus.OFFSET_FOUND_NULL
+            res.next_begin_offset = (offset * CQ_UNIT_SIZE // cq.files.file_size + 1) * cq.files.file_size // CQ_UNIT_SIZE
+            return res
+        scanned, removing, total_bytes = 0, 0, 0
+        cl_min = self.commitlog.min_offset
+        for off, size, code in zip(units["offset"].tolist(), units["size"].tolist(), units["tags_code"].tolist()):
+            if len(res.messages) >= max_count or total_bytes >= self.cfg.maxTransferBytesOnMessageInMemory:
+                break
+            scanned += 1
+            if size == 0x7FFFFFFF and off == 0:
+                continue
+            if off < cl_min:
+                removing += 1
+                continue
+            if matches is not None and not matches(code):
+                continue
+            data = self.read_bytes(off, size)
+            if data is None:
+                removing += 1
+                continue
+            res.messages.append(data)
+            total_bytes += size
+        res.next_begin_offset = offset + scanned
+        if res.messages:
+            res.status = GetStatus.FOUND
+        elif removing:
+            res.status = GetStatus.MESSAGE_WAS_REMOVING
+        else:
+            res.status = GetStatus.NO_MATCHED_MESSAGE
+        return res
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """getOffsetInQueueByTime: first queue offset stored at or after `timestamp` (else the nearest)."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset - 1
+        if hi < lo:
+            return cq.max_offset
+        def ts_at(q):
+            u = cq.units(q, 1)
+            rec = self.read(int(u["offset"][0])) if len(u) else None
+            return rec.store_timestamp if rec else -1
+        if ts_at(hi) < timestamp:
+            return hi + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ts_at(mid) < timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def earliest_time(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None or cq.max_offset == cq.min_offset:
+            return -1
+        u = cq.units(cq.min_offset, 1)
+        rec = self.read(int(u["offset"][0])) if len(u) else None
+        return rec.store_timestamp if rec else -1
+
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int):
+        """(records as bytes, indexLastUpdateTimestamp, indexLastUpdatePhyoffset), re-checked for the key."""
+        max_num = min(max_num, self.cfg.maxMsgsNumBatch)
+        with self.put_lock:
+            offsets, last_ts, last_phy = self.index.query(topic, key, max_num, begin, end)
+        out = []
+        for off in sorted(set(offsets)):
+            data = self.read_bytes(off)
+            if data is not None:
+                out.append(data)
+        return out, last_ts, last_phy
+
+    def topics(self) -> set[str]:
+        return {t for t, _ in self.queues}
+
+
+def _parse(text: str) -> dict:
+    from .properties import parse_properties
+    return parse_properties(text)

@@ -1,0 +1,87 @@
+"""MessageStoreConfig: the store's settings under RocketMQ 4.9.8's property names and defaults."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .codes import (DEFAULT_MAPPED_FILE_SIZE_COMMITLOG, DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE,
+                    DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, DEFAULT_MAX_MESSAGE_SIZE,
+                    DEFAULT_MESSAGE_DELAY_LEVEL)
+
+ASYNC_FLUSH = "ASYNC_FLUSH"
+SYNC_FLUSH = "SYNC_FLUSH"
+
+
+@dataclass
+class MessageStoreConfig:
+    storePathRootDir: str = field(default_factory=lambda: str(Path.home() / "store"))
+    storePathCommitLog: str = ""
+    mappedFileSizeCommitLog: int = DEFAULT_MAPPED_FILE_SIZE_COMMITLOG
+    mappedFileSizeConsumeQueue: int = DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
+    maxHashSlotNum: int = DEFAULT_MAX_HASH_SLOT_NUM
+    maxIndexNum: int = DEFAULT_MAX_INDEX_NUM
+    maxMessageSize: int = DEFAULT_MAX_MESSAGE_SIZE
+    flushDiskType: str = ASYNC_FLUSH
+    flushIntervalCommitLog: int = 500
+    flushCommitLogLeastPages: int = 4
+    flushCommitLogThoroughInterval: int = 10_000
+    flushIntervalConsumeQueue: int = 1000
+    flushConsumeQueueLeastPages: int = 2
+    flushConsumeQueueThoroughInterval: int = 60_000
+    syncFlushTimeout: int = 5000
+    checkCRCOnRecover: bool = True
+    messageIndexEnable: bool = True
+    messageIndexSafe: bool = False
+    maxMsgsNumBatch: int = 64
+    defaultQueryMaxNum: int = 32
+    fileReservedTime: int = 72
+    deleteWhen: str = "04"
+    diskMaxUsedSpaceRatio: int = 75
+    messageDelayLevel: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    brokerRole: str = "ASYNC_MASTER"
+    duplicationEnable: bool = False
+    maxTransferBytesOnMessageInMemory: int = 256 * 1024
+    maxTransferCountOnMessageInMemory: int = 32
+
+    def __post_init__(self):
+        # ConsumeQueue's getter rounds the size up to a whole number of 20-byte units.
+        self.mappedFileSizeConsumeQueue = -(-int(self.mappedFileSizeConsumeQueue) // 20) * 20
+
+    @property
+    def root(self) -> Path:
+        return Path(self.storePathRootDir).expanduser()
+
+    @property
+    def commitlog_dir(self) -> Path:
+        return Path(self.storePathCommitLog).expanduser() if self.storePathCommitLog else self.root / "commitlog"
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.flushDiskType == SYNC_FLUSH
+
+
+STORE_KEYS = {f.name: f for f in dataclasses.fields(MessageStoreConfig)}
+
+
+def apply_store_properties(cfg: MessageStoreConfig, props: dict[str, str]) -> dict[str, str]:
+    """Set known keys from text values; returns the keys the store does not know."""
+    rest = {}
+    for key, value in props.items():
+        f = STORE_KEYS.get(key)
+        if f is None:
+            rest[key] = value
+            continue
+        if f.type in ("bool", bool):
+            setattr(cfg, key, str(value).strip().lower() == "true")
+        elif f.type in ("int", int):
+            try:
+                setattr(cfg, key, int(str(value).strip()))
+            except ValueError:
+                raise ValueError(f"{key} must be an integer, not {value!r}") from None
+        else:
+            setattr(cfg, key, str(value).strip())
+    cfg.__post_init__()
+    if cfg.flushDiskType not in (ASYNC_FLUSH, SYNC_FLUSH):
+        raise ValueError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not {cfg.flushDiskType!r}")
+    return rest
