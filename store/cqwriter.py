@@ -20,9 +20,11 @@ class ConsumeQueue:
         self.max_physic_offset = -1     # offset + size of the last unit
         self.min_logic_offset = 0       # byte position of the first real unit
 
-    def load_and_recover(self) -> int:
-        """ConsumeQueue.recover over every file: positions after the last valid unit. Returns bytes dropped."""
+    def load(self) -> None:
         self.files.load()
+
+    def recover(self) -> int:
+        """ConsumeQueue.recover over every file: positions after the last valid unit. Returns bytes dropped."""
         end = None
         for f in self.files.files:
             units = read_units(f.mm)

@@ -210,7 +210,8 @@ class MessageStore:
                 total += rec.total_size
             f = self.commitlog.last_for_append()
             if total + END_FILE_MIN_BLANK_LENGTH > f.free:
-                f.append(encode_blank(f.free))
+                f.write_at(f.write_pos, encode_blank(f.free))   # the rest of the file stays zeros
+                f.write_pos = f.size
                 f = self.commitlog.last_for_append()
             phys = f.start + f.write_pos
             msg_ids, datas = [], []

@@ -215,10 +215,18 @@ def recover_store(store, abnormal: bool) -> RecoveryPlan:
     cfg = store.cfg
     plan = compute_plan(store.root, cfg.commitlog_dir, cfg.mappedFileSizeCommitLog, abnormal,
                         cfg.checkCRCOnRecover, (cfg.maxHashSlotNum, cfg.maxIndexNum))
+    # Load everything first: a file the store cannot open must fail before anything changes.
+    store.commitlog.load()
+    paths = StorePaths.of(store.root, cfg.commitlog_dir)
+    queues = []
+    if paths.consumequeue.is_dir():
+        for q in list_queues(paths.consumequeue):
+            cq = store.queue(q.topic, q.queue_id)
+            cq.load()
+            queues.append(cq)
     backup(plan)
     for p in plan.index_files_rebuilt:
         Path(p).unlink(missing_ok=True)
-    store.commitlog.load()
     removed = set(plan.commitlog_files_removed)
     for f in list(store.commitlog.files):
         if str(f.path) in removed or f.start > plan.valid_end:
@@ -228,14 +236,11 @@ def recover_store(store, abnormal: bool) -> RecoveryPlan:
     last = store.commitlog.find(plan.valid_end)
     if last is not None:
         last.zero_from(plan.valid_end - last.start)
-    paths = StorePaths.of(store.root, cfg.commitlog_dir)
-    if paths.consumequeue.is_dir():
-        for q in list_queues(paths.consumequeue):
-            cq = store.queue(q.topic, q.queue_id)
-            cq.load_and_recover()
-            cq.truncate_from_physic(plan.valid_end)
-            if not store.commitlog.files:
-                cq.truncate_from_physic(0)
+    for cq in queues:
+        cq.recover()
+        cq.truncate_from_physic(plan.valid_end)
+        if not store.commitlog.files:
+            cq.truncate_from_physic(0)
     store.index.load(store.checkpoint.index_msg_timestamp if abnormal else None)
     start = plan.redispatch_from
     if plan.index_rebuild_from is not None:
@@ -244,7 +249,23 @@ def recover_store(store, abnormal: bool) -> RecoveryPlan:
     for (topic, qid), cq in store.queues.items():
         cq.correct_min_offset(store.commitlog.min_offset)
         store.topic_queue_table[(topic, qid)] = cq.max_offset
+    _sanitize_checkpoint(store)
     return plan
+
+
+def _sanitize_checkpoint(store) -> None:
+    """A checkpoint time past the newest record (or garbage) would make a later abnormal
+    recovery start too late: clamp every field to what the store really holds."""
+    newest = store._last_dispatched_ts
+    cp = store.checkpoint
+    limit = int(time.time() * 1000) + 86_400_000
+    for name in ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp"):
+        v = getattr(cp, name)
+        if v < 0 or v > limit or (newest and v > newest):
+            setattr(cp, name, min(max(v, 0), newest) if 0 <= v <= limit else 0)
+    if cp.master_flushed_offset < 0 or cp.confirm_phy_offset < 0:
+        cp.master_flushed_offset = cp.confirm_phy_offset = 0
+    store.write_checkpoint()
 
 
 def _redispatch(store, start: int) -> None:

@@ -16,6 +16,7 @@ from store.errors import WrongKindError
 from store.query import query_by_key, query_by_msg_id, query_by_offset
 from store.stats import store_stats
 from store.verify import verify_store
+from mqtool.cli.recover import recover
 
 app = typer.Typer(help="Read a store directory offline: dump, stats, verify, query.",
                   no_args_is_help=True)
@@ -311,3 +312,6 @@ def query(
         console.print(f"{len(rows)} message{'s' if len(rows) != 1 else ''} found")
     for n in notes:
         err_console.print(f"mqtool: note: {n}", markup=False)
+
+
+app.command(name="recover")(recover)

@@ -1,0 +1,110 @@
+"""`mqtool store recover ROOT`: the store's recovery, offline: a plan by default, `--apply` to carry it out."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mqtool.cli.errors import UsageError
+from mqtool.cli.output import console, emit_json
+from store.errors import StoreLockedError
+from store.layout import is_store_root
+from store.lockfile import is_locked
+from store.messagestore import MessageStore
+from store.recovery import compute_plan
+from store.storeconfig import MessageStoreConfig, apply_store_properties
+
+
+def recover(
+    root: Annotated[Path, typer.Argument(help="The store root (storePathRootDir) of a stopped broker.")],
+    apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out (cut bytes are saved first).")] = False,
+    mapped_file_size_commitlog: Annotated[Optional[int], typer.Option(
+        "--mapped-file-size-commitlog", help="mappedFileSizeCommitLog (default: the files' size).")] = None,
+    mapped_file_size_consume_queue: Annotated[Optional[int], typer.Option(
+        "--mapped-file-size-consume-queue", help="mappedFileSizeConsumeQueue (default: the files' size).")] = None,
+    max_hash_slot_num: Annotated[Optional[int], typer.Option("--max-hash-slot-num")] = None,
+    max_index_num: Annotated[Optional[int], typer.Option("--max-index-num")] = None,
+    normal: Annotated[bool, typer.Option("--normal/--abnormal", help="Force the recovery mode "
+                                         "(default: abnormal when the abort file exists).")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Plan (or with --apply, run) crash recovery on a stopped broker's store."""
+    if not root.exists():
+        raise UsageError(f"{root}: no such directory")
+    if not is_store_root(root):
+        raise UsageError(f"{root}: not a store root (no commitlog, consumequeue or checkpoint inside)")
+    if is_locked(root):
+        raise StoreLockedError("the store's lock is held: stop the broker first", path=root / "lock")
+    abnormal = None if normal is None else not normal
+    geometry = (max_hash_slot_num, max_index_num) if max_hash_slot_num else None
+    plan = compute_plan(root, None, mapped_file_size_commitlog, abnormal, True, geometry)
+    if apply:
+        cl_size = mapped_file_size_commitlog or _commitlog_size(root)
+        cfg = MessageStoreConfig(storePathRootDir=str(root))
+        props = {"mappedFileSizeCommitLog": str(cl_size),
+                 "mappedFileSizeConsumeQueue": str(mapped_file_size_consume_queue or _cq_size(root))}
+        if geometry:
+            props.update(maxHashSlotNum=str(geometry[0]), maxIndexNum=str(geometry[1] or 4 * geometry[0]))
+        else:
+            slots = _index_slots(root)
+            if slots:
+                props.update(maxHashSlotNum=str(slots[0]), maxIndexNum=str(slots[1]))
+        apply_store_properties(cfg, props)
+        if abnormal is not None:
+            (root / "abort").touch() if abnormal else (root / "abort").unlink(missing_ok=True)
+        store = MessageStore(cfg).start()
+        plan = store.recovery_report
+        store.shutdown()
+    if json_out:
+        emit_json(plan.to_dict() | {"applied": apply})
+        return
+    _print(plan, apply)
+
+
+def _commitlog_size(root: Path) -> int:
+    from store.mappedfiles import guess_mapped_size, list_mapped_files
+    d = root / "commitlog"
+    return guess_mapped_size(list_mapped_files(d)) if d.is_dir() else 1024 * 1024 * 1024
+
+
+def _cq_size(root: Path) -> int:
+    """The size the broker's consume queue files have (6,000,000 by default)."""
+    from store.mappedfiles import guess_mapped_size, list_mapped_files
+    sizes = []
+    d = root / "consumequeue"
+    for qdir in (p for t in d.iterdir() if t.is_dir() for p in t.iterdir() if p.is_dir()) if d.is_dir() else []:
+        files = list_mapped_files(qdir)
+        if len(files) > 1 or (files and files[0].size % 20 == 0):
+            sizes.append(guess_mapped_size(files))
+    return max(set(sizes), key=sizes.count) if sizes else 6_000_000
+
+
+def _index_slots(root: Path):
+    from store.indexfile import infer_geometry
+    d = root / "index"
+    files = sorted(d.iterdir()) if d.is_dir() else []
+    return infer_geometry(files[0].stat().st_size) if files else None
+
+
+def _print(plan, applied: bool) -> None:
+    mode = "abnormal (abort file present)" if plan.abnormal else "normal"
+    console.print(f"recovery mode: {mode}; scanning from {plan.start_file or '-'}")
+    console.print(f"valid commitlog data ends at offset {plan.valid_end} ({plan.records_scanned} records checked"
+                  f"{', stopped: ' + plan.stop_reason if plan.stop_reason else ''})")
+    verb = "cut" if applied else "would cut"
+    for c in plan.commitlog_cuts + plan.cq_cuts:
+        console.print(f"  {verb} {c.length} bytes of {c.path} from {c.position}: {c.reason}", markup=False)
+    for p in plan.commitlog_files_removed:
+        console.print(f"  {'removed' if applied else 'would remove'} {p} (after the end of valid data)", markup=False)
+    for p in plan.index_files_rebuilt:
+        console.print(f"  {'rebuilt' if applied else 'would rebuild'} index file {p}", markup=False)
+    console.print(f"consume queues and index {'were' if applied else 'would be'} re-dispatched from "
+                  f"commitlog offset {plan.redispatch_from}")
+    if applied and plan.backup_dir:
+        console.print(f"every byte cut was saved under {plan.backup_dir}", markup=False)
+    elif not plan.changes:
+        console.print("nothing to cut: the store is consistent" + ("" if applied else "; run with --apply to "
+                                                                   "re-dispatch anyway"))
+    elif not applied:
+        console.print("run again with --apply to carry this out (cut bytes are saved first)")

@@ -1,0 +1,151 @@
+"""The message store through its API: fixture stores load, take appends, reopen, verify clean."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from store.consumequeue import read_units
+from store.logscan import RecordIterator
+from store.mappedfiles import ReadOnlyMap, list_mapped_files
+from store.messagestore import GetStatus, Message, MessageStore, PutStatus
+from store.storeconfig import MessageStoreConfig
+from store.verify import verify_store
+
+FIXTURE_SIZES = dict(mappedFileSizeCommitLog=1048576, mappedFileSizeConsumeQueue=6000, maxHashSlotNum=1000,
+                     maxIndexNum=4000)
+
+
+def config(root, **kw) -> MessageStoreConfig:
+    return MessageStoreConfig(storePathRootDir=str(root), **{**FIXTURE_SIZES, **kw})
+
+
+def msg(i, topic="T", queue=0, **props):
+    return Message(topic, queue, b"body-%d" % i, {"KEYS": f"k-{i}", "TAGS": "TagA" if i % 2 else "TagB",
+                                                   "UNIQ_KEY": f"{i:032X}", **props}, born_timestamp=1)
+
+
+def test_fixture_loads_appends_and_reopens(basic_store, store_copy):
+    root = store_copy(basic_store)
+    with MessageStore(config(root)) as s:
+        assert not s.recovery_report.abnormal and not s.recovery_report.changes
+        assert [s.max_offset("TopicA", q) for q in range(4)] == [376, 375, 375, 374]
+        got = s.get("TopicB", 5, 0, 32)
+        assert got.status is GetStatus.FOUND and len(got.messages) == 32 and got.next_begin_offset == 32
+        r = s.put(msg(1, "TopicA", 2))
+        assert r.status is PutStatus.PUT_OK and r.queue_offset == 375
+        assert s.read(r.offset).keys == ["k-1"]
+        data, _, _ = s.query("TopicA", "k-1", 10, 0, 2**62)
+        assert len(data) == 1
+        data, _, _ = s.query("TopicA", "A-7", 10, 0, 2**62)   # written by Java, found through our index
+        assert len(data) == 1
+    assert not (root / "abort").exists()
+    report = verify_store(root)
+    assert report.ok, [str(p) for p in report.problems]
+    with MessageStore(config(root)) as s:
+        assert s.max_offset("TopicA", 2) == 376
+
+
+def test_crashed_fixture_recovers_every_late_send(crashed_store, store_copy, crashed_sent):
+    root = store_copy(crashed_store)
+    with MessageStore(config(root)) as s:
+        assert s.recovery_report.abnormal
+        assert sum(s.max_offset("TopicA", q) for q in range(4)) == 1800
+        for sent in crashed_sent[::37]:
+            data, _, _ = s.query("TopicA", sent["keys"], 4, 0, 2**62)
+            assert len(data) == 1
+    assert verify_store(root).ok
+
+
+def test_rebuilt_consume_queues_are_byte_identical(basic_store, store_copy):
+    root = store_copy(basic_store)
+    originals = {p.relative_to(root): p.read_bytes() for p in (root / "consumequeue").rglob("0000*")}
+    import shutil
+    shutil.rmtree(root / "consumequeue")
+    shutil.rmtree(root / "index")
+    (root / "abort").touch()      # abnormal: re-dispatch from the checkpoint's file...
+    (root / "checkpoint").write_bytes(bytes(4096))   # ...which, with a zeroed checkpoint, is the first
+    with MessageStore(config(root)):
+        pass
+    rebuilt = {p.relative_to(root): p.read_bytes() for p in (root / "consumequeue").rglob("0000*")}
+    assert rebuilt.keys() == originals.keys()
+    for k in originals:
+        assert rebuilt[k] == originals[k], k
+    assert verify_store(root).ok
+
+
+def test_new_store_rolls_files_with_blank_records(tmp_path):
+    root = tmp_path / "s"
+    cfg = config(root, mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=200)
+    with MessageStore(cfg) as s:
+        offsets = [s.put(msg(i, queue=i % 3)).queue_offset for i in range(3000)]
+        assert s.put_batch([msg(10_000 + i, queue=1) for i in range(5)]).ok
+    assert offsets[:6] == [0, 0, 0, 1, 1, 1]
+    files = list_mapped_files(root / "commitlog")
+    assert len(files) > 3 and all(f.size == 64 * 1024 for f in files)
+    with ReadOnlyMap(files[0].path) as m:
+        it = RecordIterator(m.buf)
+        list(it)
+        assert it.end.reason == "blank"
+    report = verify_store(root)
+    assert report.ok and report.records == 3005
+    with ReadOnlyMap(root / "consumequeue" / "T" / "1" / "00000000000000000000") as m:
+        units = read_units(m.buf)
+        assert len(units) == 10 and units["size"].min() > 0
+        del units
+
+
+def test_second_process_is_refused(tmp_path):
+    import subprocess
+    import sys
+    code = ("import sys; from store.messagestore import MessageStore; from store.storeconfig import "
+            "MessageStoreConfig as C; from store.errors import StoreLockedError\n"
+            "try:\n    MessageStore(C(storePathRootDir=sys.argv[1])).start()\n"
+            "except StoreLockedError as e:\n    print(e); sys.exit(3)\n")
+    with MessageStore(config(tmp_path / "s")):
+        proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s")], capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 3 and "Lock failed" in proc.stdout
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s")], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_sync_flush_group_commit(tmp_path):
+    cfg = config(tmp_path / "s", flushDiskType="SYNC_FLUSH")
+    results = []
+    with MessageStore(cfg) as s:
+        def writer(n):
+            for i in range(50):
+                results.append(s.put(msg(n * 1000 + i, queue=n % 4)))
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(r.status is PutStatus.PUT_OK for r in results) and len(results) == 400
+        assert s.commitlog.flushed_offset == s.commitlog_max_offset
+
+
+def test_sync_flush_timeout_is_reported(tmp_path):
+    cfg = config(tmp_path / "s", flushDiskType="SYNC_FLUSH", syncFlushTimeout=1)
+    with MessageStore(cfg) as s:
+        s._stop.set()     # the flusher stops serving: no put can be confirmed in time
+        s._threads[0].join(5)
+        assert s.put(msg(1)).status is PutStatus.FLUSH_DISK_TIMEOUT
+
+
+def test_get_statuses_and_lookups(tmp_path):
+    with MessageStore(config(tmp_path / "s")) as s:
+        assert s.get("T", 0, 0, 1).status is GetStatus.NO_MATCHED_LOGIC_QUEUE
+        times = []
+        for i in range(10):
+            times.append(s.put(msg(i)).store_timestamp)
+        assert s.get("T", 0, 10, 1).status is GetStatus.OFFSET_OVERFLOW_ONE
+        assert s.get("T", 0, 11, 1).status is GetStatus.OFFSET_OVERFLOW_BADLY
+        from store.javahash import tags_code
+        only_a = s.get("T", 0, 0, 32, lambda code: code == tags_code("TagA"))
+        assert len(only_a.messages) == 5
+        assert s.offset_by_time("T", 0, times[5]) <= 5 and s.offset_by_time("T", 0, times[-1] + 10_000) == 10
+        assert s.earliest_time("T", 0) == times[0]
+        assert s.put(Message("T", 0, b"x" * (4 * 1024 * 1024 + 1))).status is PutStatus.MESSAGE_ILLEGAL
