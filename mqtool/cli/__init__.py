@@ -6,6 +6,7 @@ import sys
 import typer
 
 from mqtool import __version__
+from mqtool.cli import broker as broker_cmds
 from mqtool.cli import namesrv as namesrv_cmds
 from mqtool.cli import store as store_cmds
 from mqtool.cli.errors import fail, quiet_broken_pipe
@@ -33,6 +34,7 @@ def _root(version: bool = typer.Option(False, "--version", "-V", callback=_versi
 
 app.add_typer(store_cmds.app, name="store", rich_help_panel="Store (offline, read-only)")
 app.add_typer(namesrv_cmds.app, name="namesrv", rich_help_panel="Servers")
+app.add_typer(broker_cmds.app, name="broker", rich_help_panel="Servers")
 
 
 def main() -> None:

@@ -1,0 +1,173 @@
+"""Admin requests: topics, subscription groups, stats, connections, broker config and runtime info."""
+from __future__ import annotations
+
+import os
+import time
+
+from mqtool import __version__
+from mqtool.broker import javaprops
+from mqtool.broker.subscriptions import SubscriptionGroupConfig
+from mqtool.broker.topics import TopicConfig, check_topic_name
+from remoting import jsonbody
+from remoting.codes import ResponseCode
+from remoting.headers import (ConsumerGroupHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
+                              GetConsumeStatsRequestHeader, ProducerGroupHeader, TopicRequestHeader,
+                              from_ext_fields)
+from remoting.jsonbody import ObjectKey
+from store.codes import SCHEDULE_TOPIC
+
+
+def _mq(ctrl, topic: str, qid: int) -> ObjectKey:
+    return ObjectKey(sorted({"brokerName": ctrl.config.brokerName, "queueId": qid, "topic": topic}.items()))
+
+
+async def create_topic(ctrl, conn, cmd):
+    h = from_ext_fields(CreateTopicRequestHeader, cmd.ext_fields)
+    problem = check_topic_name(h.topic)
+    if problem:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, problem)
+    if h.topic == ctrl.config.brokerClusterName:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.")
+    ctrl.topics.update(TopicConfig(h.topic, h.readQueueNums, h.writeQueueNums, h.perm, h.topicFilterType or "SINGLE_TAG",
+                                   h.topicSysFlag or 0, bool(h.order)))
+    ctrl.schedule_register()
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def delete_topic(ctrl, conn, cmd):
+    h = from_ext_fields(TopicRequestHeader, cmd.ext_fields)
+    ctrl.topics.delete(h.topic)
+    ctrl.offsets.remove_topic(h.topic)
+    ctrl.schedule_register()
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def all_topic_config(ctrl, conn, cmd):
+    body = {"dataVersion": ctrl.topics.data_version.to_json(),
+            "topicConfigTable": {k: v.to_json() for k, v in ctrl.topics.table.items()}}
+    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(body))
+
+
+async def topic_stats(ctrl, conn, cmd):
+    h = from_ext_fields(TopicRequestHeader, cmd.ext_fields)
+    cfg = ctrl.topics.get(h.topic)
+    if cfg is None:
+        return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+    table = {}
+    for q in range(cfg.writeQueueNums):
+        store = ctrl.store
+        last = 0
+        mx = store.max_offset(h.topic, q)
+        if mx > 0:
+            res = store.get(h.topic, q, mx - 1, 1)
+            if res.messages:
+                last = int.from_bytes(res.messages[0][56:64], "big")
+        table[_mq(ctrl, h.topic, q)] = {"lastUpdateTimestamp": last, "maxOffset": mx,
+                                        "minOffset": store.min_offset(h.topic, q)}
+    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps({"offsetTable": table}))
+
+
+async def create_group(ctrl, conn, cmd):
+    data = jsonbody.loads(cmd.body)
+    if not data.get("groupName"):
+        return cmd.response(ResponseCode.SYSTEM_ERROR, "groupName is required")
+    ctrl.groups.update(SubscriptionGroupConfig.from_json(data))
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def all_groups(ctrl, conn, cmd):
+    body = {"dataVersion": ctrl.groups.data_version.to_json(),
+            "subscriptionGroupTable": {k: v.to_json() for k, v in ctrl.groups.table.items()}}
+    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(body))
+
+
+async def delete_group(ctrl, conn, cmd):
+    h = from_ext_fields(DeleteSubscriptionGroupRequestHeader, cmd.ext_fields)
+    ctrl.groups.delete(h.groupName)
+    if h.removeOffset:
+        ctrl.offsets.remove_group(h.groupName)
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def consume_stats(ctrl, conn, cmd):
+    h = from_ext_fields(GetConsumeStatsRequestHeader, cmd.ext_fields)
+    topics = [h.topic] if h.topic else sorted(ctrl.offsets.topics_of_group(h.consumerGroup))
+    table = {}
+    for topic in topics:
+        cfg = ctrl.topics.get(topic)
+        if cfg is None:
+            continue
+        for q in range(cfg.readQueueNums):
+            consumer = ctrl.offsets.query(h.consumerGroup, topic, q)
+            table[_mq(ctrl, topic, q)] = {"brokerOffset": ctrl.store.max_offset(topic, q),
+                                          "consumerOffset": max(consumer, 0), "lastTimestamp": 0}
+    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps({"consumeTps": 0.0, "offsetTable": table}))
+
+
+async def consumer_connections(ctrl, conn, cmd):
+    h = from_ext_fields(ConsumerGroupHeader, cmd.ext_fields)
+    g = ctrl.consumers.get(h.consumerGroup)
+    if g is None:
+        return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{h.consumerGroup}] not online")
+    body = {"connectionSet": [{"clientAddr": c.channel.peer, "clientId": c.client_id, "language": c.language,
+                               "version": c.version} for c in g.channels.values()],
+            "consumeFromWhere": g.consume_from_where, "consumeType": g.consume_type,
+            "messageModel": g.message_model,
+            "subscriptionTable": {t: s.to_json() for t, s in g.subscriptions.items()}}
+    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(body))
+
+
+async def producer_connections(ctrl, conn, cmd):
+    h = from_ext_fields(ProducerGroupHeader, cmd.ext_fields)
+    chans = ctrl.producers.groups.get(h.producerGroup, {})
+    body = {"connectionSet": [{"clientAddr": c.channel.peer, "clientId": c.client_id, "language": c.language,
+                               "version": c.version} for c in chans.values()]}
+    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(body))
+
+
+async def get_broker_config(ctrl, conn, cmd):
+    props = ctrl.all_properties()
+    version = jsonbody.dumps(ctrl.topics.data_version.to_json()).decode()
+    return cmd.response(ResponseCode.SUCCESS, None, {"version": version}, javaprops.dumps(props).encode())
+
+
+async def update_broker_config(ctrl, conn, cmd):
+    props = javaprops.loads(cmd.body.decode("utf-8", "replace"))
+    try:
+        unknown = ctrl.update_properties(props)
+    except ValueError as exc:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+    remark = f"unknown keys ignored: {', '.join(sorted(unknown))}" if unknown else None
+    return cmd.response(ResponseCode.SUCCESS, remark)
+
+
+async def runtime_info(ctrl, conn, cmd):
+    store = ctrl.store
+    table = {
+        "brokerVersionDesc": f"mqtool {__version__} (RocketMQ V4_9_8 protocol)",
+        "brokerVersion": "409",
+        "msgPutTotalTodayNow": str(ctrl.stats["put"]), "msgGetTotalTodayNow": str(ctrl.stats["get"]),
+        "commitLogMinOffset": str(store.commitlog_min_offset),
+        "commitLogMaxOffset": str(store.commitlog_max_offset),
+        "dispatchBehindBytes": str(store.dispatch_behind_bytes),
+        "bootTimestamp": str(ctrl.boot_ms),
+        "runtime": f"[ {int((time.time() * 1000 - ctrl.boot_ms) / 1000)} s ]",
+        "pageCacheLockTimeMills": "0",
+        "earliestMessageTimeStamp": str(ctrl.earliest_message_time()),
+        "putMessageDistributeTime": "",
+        "brokerActive": "true",
+        "commitLogDirCapacity": _disk(ctrl.store.cfg.commitlog_dir),
+    }
+    for level, offset in ctrl.schedule.offsets.items():
+        table[f"scheduleMessageOffset_{level}"] = f"{offset},{store.max_offset(SCHEDULE_TOPIC, level - 1)}"
+    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps({"table": table}))
+
+
+def _disk(path) -> str:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return "unknown"
+    total = st.f_blocks * st.f_frsize
+    free = st.f_bavail * st.f_frsize
+    return f"Total : {total / 2**30:.2f} GiB, Free : {free / 2**30:.2f} GiB."

@@ -1,0 +1,250 @@
+"""BrokerController: the store, the managers, the request table, and the name server registration."""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import time
+import zlib
+
+from mqtool.broker import admin, clientreq, pull, send, transaction
+from mqtool.broker.clients import ConsumerManager, ProducerManager
+from mqtool.broker.config import BrokerConfig, apply_properties
+from mqtool.broker.offsets import ConsumerOffsetManager
+from mqtool.broker.pullhold import PullHoldService
+from mqtool.broker.schedule import ScheduleService
+from mqtool.broker.subscriptions import SubscriptionGroupManager
+from mqtool.broker.topics import TopicConfigManager
+from remoting import jsonbody
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import HeaderError, RemotingError
+from remoting.transport import Connection, RemotingClient, Server
+from store.messagestore import MessageStore, PutResult
+from store.storeconfig import MessageStoreConfig, apply_store_properties
+
+log = logging.getLogger("mqtool.broker")
+
+HANDLERS = {
+    RequestCode.SEND_MESSAGE: send.send_message,
+    RequestCode.SEND_MESSAGE_V2: send.send_message,
+    RequestCode.SEND_BATCH_MESSAGE: send.send_message,
+    RequestCode.CONSUMER_SEND_MSG_BACK: send.send_back,
+    RequestCode.PULL_MESSAGE: pull.pull_message,
+    RequestCode.HEART_BEAT: clientreq.heart_beat,
+    RequestCode.UNREGISTER_CLIENT: clientreq.unregister_client,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: clientreq.consumer_list,
+    RequestCode.QUERY_CONSUMER_OFFSET: clientreq.query_consumer_offset,
+    RequestCode.UPDATE_CONSUMER_OFFSET: clientreq.update_consumer_offset,
+    RequestCode.GET_MAX_OFFSET: clientreq.get_max_offset,
+    RequestCode.GET_MIN_OFFSET: clientreq.get_min_offset,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: clientreq.search_offset,
+    RequestCode.GET_EARLIEST_MSG_STORETIME: clientreq.earliest_time,
+    RequestCode.QUERY_MESSAGE: clientreq.query_message,
+    RequestCode.VIEW_MESSAGE_BY_ID: clientreq.view_message,
+    RequestCode.LOCK_BATCH_MQ: clientreq.lock_batch,
+    RequestCode.UNLOCK_BATCH_MQ: clientreq.unlock_batch,
+    RequestCode.END_TRANSACTION: transaction.end_transaction,
+    RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create_topic,
+    RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
+    RequestCode.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
+    RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.create_group,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_groups,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_group,
+    RequestCode.GET_CONSUME_STATS: admin.consume_stats,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: admin.consumer_connections,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST: admin.producer_connections,
+    RequestCode.GET_BROKER_CONFIG: admin.get_broker_config,
+    RequestCode.UPDATE_BROKER_CONFIG: admin.update_broker_config,
+    RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
+}
+
+
+class BrokerController:
+    def __init__(self, config: BrokerConfig, store_props: dict[str, str] | None = None):
+        self.config = config
+        self.store_config = MessageStoreConfig(storePathRootDir=config.storePathRootDir,
+                                               storePathCommitLog=config.storePathCommitLog,
+                                               flushDiskType=config.flushDiskType, brokerRole=config.brokerRole,
+                                               messageDelayLevel=config.messageDelayLevel,
+                                               maxMessageSize=config.maxMessageSize)
+        self.unknown_keys = apply_store_properties(self.store_config, store_props or {})
+        ip = ipaddress.ip_address(config.brokerIP1).packed
+        self.store = MessageStore(self.store_config, (ip, config.listenPort))
+        cfg_dir = self.store_config.root / "config"
+        self.topics = TopicConfigManager(cfg_dir, config.brokerClusterName, config.brokerName,
+                                         config.autoCreateTopicEnable, config.defaultTopicQueueNums,
+                                         config.clusterTopicEnable, config.brokerTopicEnable,
+                                         config.traceTopicEnable)
+        self.groups = SubscriptionGroupManager(cfg_dir, config.autoCreateSubscriptionGroup)
+        self.offsets = ConsumerOffsetManager(cfg_dir)
+        self.consumers = ConsumerManager()
+        self.producers = ProducerManager()
+        self.pull_holds = PullHoldService()
+        self.schedule = ScheduleService(self, cfg_dir)
+        self.tx_checker = transaction.TransactionChecker(self)
+        self.locks: dict[str, dict] = {}
+        self.server = Server(self.handle, on_close=self._channel_closed)
+        self.namesrv_client = RemotingClient()
+        self.stats = {"put": 0, "get": 0}
+        self.boot_ms = int(time.time() * 1000)
+        self.running = False
+        self.writeable = True
+        self._tasks: list[asyncio.Task] = []
+        self._register_soon: asyncio.Event | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, host: str = "0.0.0.0") -> "BrokerController":
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.store.start)
+        self.store.listeners.append(self.pull_holds.notify_threadsafe)
+        self.pull_holds.loop = loop
+        self.topics.persist()
+        self.groups.persist()
+        await self.server.start(host, self.config.listenPort)
+        if self.config.listenPort == 0:
+            self.config.listenPort = self.server.port
+            self.store.store_host = (self.store.store_host[0], self.server.port)
+        self.running = True
+        self.schedule.start()
+        self.tx_checker.start()
+        self._register_soon = asyncio.Event()
+        self._tasks += [loop.create_task(self._register_loop()), loop.create_task(self._housekeeping())]
+        await self.register_all()
+        log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
+                 self.config.brokerName, self.config.broker_addr, self.config.namesrvAddr or "(none)")
+        return self
+
+    async def stop(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self.pull_holds.wake_all()
+        for t in self._tasks:
+            t.cancel()
+        await self.schedule.stop()
+        await self.tx_checker.stop()
+        await self.unregister_all()
+        await self.namesrv_client.close()
+        await self.server.stop()
+        self.offsets.persist()
+        self.topics.persist()
+        self.groups.persist()
+        await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
+        log.info("The broker[%s] shut down cleanly", self.config.brokerName)
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.flushConsumerOffsetInterval / 1000)
+            if self.offsets.dirty:
+                self.offsets.persist()
+            now = int(time.time() * 1000)
+            for group, _ch in self.consumers.expire(now):
+                await self.notify_consumer_ids_changed(group)
+            self.producers.expire(now)
+
+    # ------------------------------------------------------------------ requests
+
+    async def handle(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        handler = HANDLERS.get(cmd.code)
+        if handler is None:
+            return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
+        try:
+            resp = await handler(self, conn, cmd)
+        except HeaderError as exc:
+            log.warning("bad request code %s from %s: %s", cmd.code, conn.peer, exc)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("bad request code %s from %s: %s", cmd.code, conn.peer, exc)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request: {exc}")
+        if cmd.code == RequestCode.PULL_MESSAGE and resp is not None and resp.code == 0:
+            self.stats["get"] += 1
+        return resp
+
+    async def put(self, msgs) -> PutResult:
+        """Store one message or a batch; SYNC_FLUSH waits off the event loop."""
+        batch = isinstance(msgs, list)
+        fn = (lambda: self.store.put_batch(msgs)) if batch else (lambda: self.store.put(msgs))
+        if self.store_config.sync_flush:
+            result = await asyncio.get_running_loop().run_in_executor(None, fn)
+        else:
+            result = fn()
+        if result.ok:
+            self.stats["put"] += len(msgs) if batch else 1
+        return result
+
+    def _channel_closed(self, conn: Connection) -> None:
+        groups = self.consumers.channel_closed(conn)
+        self.producers.channel_closed(conn)
+        for group in groups:
+            asyncio.get_running_loop().create_task(self.notify_consumer_ids_changed(group))
+
+    async def notify_consumer_ids_changed(self, group: str) -> None:
+        for info in self.consumers.channels(group):
+            try:
+                await info.channel.oneway(clientreq.notify_ids_changed_request(group))
+            except (RemotingError, OSError):
+                pass
+
+    def earliest_message_time(self) -> int:
+        rec = self.store.read(self.store.commitlog_min_offset)
+        return rec.store_timestamp if rec else -1
+
+    def all_properties(self) -> dict[str, str]:
+        props = self.config.to_properties()
+        for k, v in vars(self.store_config).items():
+            props.setdefault(k, ("true" if v else "false") if isinstance(v, bool) else str(v))
+        return props
+
+    def update_properties(self, props: dict[str, str]) -> set[str]:
+        rest = apply_properties(self.config, props)
+        return set(apply_store_properties(self.store_config, rest))
+
+    # ------------------------------------------------------------------ name server
+
+    def schedule_register(self) -> None:
+        if self._register_soon is not None:
+            self._register_soon.set()
+
+    async def _register_loop(self) -> None:
+        period = min(max(self.config.registerNameServerPeriod, 10_000), 60_000) / 1000
+        while True:
+            try:
+                await asyncio.wait_for(self._register_soon.wait(), period)
+            except asyncio.TimeoutError:
+                pass
+            self._register_soon.clear()
+            await self.register_all()
+
+    def _register_body(self) -> bytes:
+        wrapper = {"dataVersion": self.topics.data_version.to_json(),
+                   "topicConfigTable": {k: v.to_json() for k, v in self.topics.table.items()}}
+        return jsonbody.dumps({"filterServerList": [], "topicConfigSerializeWrapper": wrapper})
+
+    async def register_all(self) -> None:
+        body = self._register_body()
+        ext = {"brokerName": self.config.brokerName, "brokerAddr": self.config.broker_addr,
+               "clusterName": self.config.brokerClusterName,
+               "haServerAddr": f"{self.config.brokerIP2 or self.config.brokerIP1}:{self.config.listenPort + 1}",
+               "brokerId": self.config.brokerId, "compressed": False, "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
+        for addr in self.config.namesrv_addrs:
+            try:
+                resp = await self.namesrv_client.invoke(addr, RemotingCommand.request(
+                    RequestCode.REGISTER_BROKER, ext, body, language="JAVA"), self.config.registerBrokerTimeoutMills / 1000)
+                if resp.code != 0:
+                    log.warning("register to name server %s failed: %s %s", addr, resp.code, resp.remark)
+            except RemotingError as exc:
+                log.warning("register to name server %s failed: %s", addr, exc)
+
+    async def unregister_all(self) -> None:
+        ext = {"brokerName": self.config.brokerName, "brokerAddr": self.config.broker_addr,
+               "clusterName": self.config.brokerClusterName, "brokerId": self.config.brokerId}
+        for addr in self.config.namesrv_addrs:
+            try:
+                await self.namesrv_client.invoke(addr, RemotingCommand.request(
+                    RequestCode.UNREGISTER_BROKER, ext, language="JAVA"), 3)
+            except RemotingError as exc:
+                log.warning("unregister from name server %s failed: %s", addr, exc)
+

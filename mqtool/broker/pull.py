@@ -1,0 +1,68 @@
+"""PULL_MESSAGE with long polling (PullMessageProcessor, PullRequestHoldService)."""
+from __future__ import annotations
+
+from mqtool.broker.clients import Subscription
+from remoting.codes import ResponseCode
+from remoting.headers import (PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND, PullMessageRequestHeader,
+                              from_ext_fields)
+from store.codes import Perm
+from store.messagestore import GetStatus
+
+STATUS_CODES = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+}
+
+
+def _code(result, request_offset: int) -> int:
+    if result.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if request_offset != 0 else ResponseCode.PULL_NOT_FOUND
+    return STATUS_CODES[result.status]
+
+
+async def pull_message(ctrl, conn, cmd):
+    h = from_ext_fields(PullMessageRequestHeader, cmd.ext_fields)
+    sub_cfg = ctrl.groups.find(h.consumerGroup)
+    if sub_cfg is None:
+        return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                            f"subscription group [{h.consumerGroup}] does not exist")
+    if not sub_cfg.consumeEnable:
+        return cmd.response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumerGroup}")
+    topic_cfg = ctrl.topics.get(h.topic)
+    if topic_cfg is None:
+        return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+    if not topic_cfg.perm & Perm.PERM_READ:
+        return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+    if h.queueId < 0 or h.queueId >= topic_cfg.readQueueNums:
+        return cmd.response(ResponseCode.SYSTEM_ERROR,
+                            f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+                            f"[{topic_cfg.readQueueNums}]")
+    if h.sysFlag & PULL_SUBSCRIPTION:
+        sub = Subscription.parse(h.topic, h.subscription, h.subVersion, h.expressionType or "TAG")
+    else:
+        sub = ctrl.consumers.subscription(h.consumerGroup, h.topic)
+        if sub is None:
+            return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                f"the consumer's subscription not exist, group: {h.consumerGroup}")
+    if (sub.expression_type or "TAG").upper() not in ("TAG", ""):
+        return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "only TAG expressions are supported")
+    matches = None if sub.sub_string == "*" else sub.matches
+    max_nums = max(1, min(h.maxMsgNums, ctrl.store.cfg.maxTransferCountOnMessageInMemory))
+    result = ctrl.store.get(h.topic, h.queueId, h.queueOffset, max_nums, matches)
+    code = _code(result, h.queueOffset)
+    if code == ResponseCode.PULL_NOT_FOUND and h.sysFlag & PULL_SUSPEND:
+        timeout_ms = h.suspendTimeoutMillis if ctrl.config.longPollingEnable else ctrl.config.shortPollingTimeMills
+        await ctrl.pull_holds.wait(h.topic, h.queueId, h.queueOffset, max(timeout_ms, 0) / 1000, matches)
+        result = ctrl.store.get(h.topic, h.queueId, h.queueOffset, max_nums, matches)   # arrived or timed out
+        code = _code(result, h.queueOffset)
+    if h.sysFlag & PULL_COMMIT_OFFSET and h.commitOffset >= 0:
+        ctrl.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+    ext = {"suggestWhichBrokerId": 0, "nextBeginOffset": result.next_begin_offset,
+           "minOffset": result.min_offset, "maxOffset": result.max_offset}
+    body = b"".join(result.messages) if code == ResponseCode.SUCCESS else b""
+    return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.value, ext, body)

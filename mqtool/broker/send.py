@@ -1,0 +1,173 @@
+"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE and CONSUMER_SEND_MSG_BACK (SendMessageProcessor)."""
+from __future__ import annotations
+
+import ipaddress
+import random
+
+from mqtool.broker.messages import (BatchFormatError, apply_delay, decode_batch, merge_batch_properties, to_half)
+from mqtool.broker.topics import NOT_ALLOWED_SEND_TOPICS, check_topic_name
+from remoting.codes import RequestCode, ResponseCode
+from remoting.headers import (ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, from_ext_fields,
+                              send_header_from_v2)
+from store.codes import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TRANSACTION_TYPE_MASK, Perm, Prop,
+                         SysFlag, TransactionType)
+from store.messagestore import Message, PutStatus
+from store.properties import format_properties, parse_properties
+
+PUT_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+}
+VERSION_V3_4_9 = 121
+
+
+def peer_host(conn) -> tuple[bytes, int]:
+    try:
+        return ipaddress.ip_address(conn.peer_host).packed, int(conn.peer_port)
+    except ValueError:
+        return b"\x7f\0\0\x01", 0
+
+
+def _reply(cmd, ctrl, code, remark=None, ext=None):
+    ext = dict(ext or {})
+    ext.setdefault("MSG_REGION", "DefaultRegion")
+    ext.setdefault("TRACE_ON", "true")
+    return cmd.response(code, remark, ext)
+
+
+async def send_message(ctrl, conn, cmd):
+    if cmd.code == RequestCode.SEND_MESSAGE:
+        h = from_ext_fields(SendMessageRequestHeader, cmd.ext_fields)
+    else:
+        h = send_header_from_v2(cmd.ext_fields)
+    if not ctrl.writeable:
+        return _reply(cmd, ctrl, ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is not writeable")
+    problem = check_topic_name(h.topic)
+    if problem:
+        return _reply(cmd, ctrl, ResponseCode.SYSTEM_ERROR, problem)
+    if h.topic in NOT_ALLOWED_SEND_TOPICS:
+        return _reply(cmd, ctrl, ResponseCode.NO_PERMISSION, f"Sending message to topic[{h.topic}] is forbidden.")
+    topic_cfg = ctrl.topics.get(h.topic)
+    if topic_cfg is None:
+        sys_flag = 0
+        if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            topic_cfg = ctrl.topics.create_system(h.topic, 1)
+        else:
+            topic_cfg = ctrl.topics.create_in_send(h.topic, h.defaultTopic, h.defaultTopicQueueNums, sys_flag)
+        if topic_cfg is None:
+            return _reply(cmd, ctrl, ResponseCode.TOPIC_NOT_EXIST,
+                          f"topic[{h.topic}] not exist, apply first please!")
+        ctrl.schedule_register()
+    if not topic_cfg.perm & Perm.PERM_WRITE:
+        return _reply(cmd, ctrl, ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden")
+    queue_id = h.queueId
+    nums = max(topic_cfg.readQueueNums, topic_cfg.writeQueueNums)
+    if queue_id >= nums:
+        return _reply(cmd, ctrl, ResponseCode.SYSTEM_ERROR,
+                      f"request queueId[{queue_id}] is illegal, topic: {h.topic} queue nums {nums}")
+    if queue_id < 0:
+        queue_id = random.randrange(topic_cfg.writeQueueNums or 1)
+    sys_flag = h.sysFlag
+    if topic_cfg.topicFilterType == "MULTI_TAG":
+        sys_flag |= SysFlag.MULTI_TAGS_FLAG
+    born = peer_host(conn)
+    if h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE:
+        return await _send_batch(ctrl, cmd, h, queue_id, sys_flag, born)
+    props = parse_properties(h.properties or "")
+    topic = h.topic
+    reconsume = h.reconsumeTimes or 0
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        sub = ctrl.groups.find(group)
+        max_times = sub.retryMaxTimes if sub else 16
+        if h.maxReconsumeTimes is not None and cmd.version > VERSION_V3_4_9:
+            max_times = h.maxReconsumeTimes
+        if reconsume >= max_times:
+            topic = DLQ_GROUP_TOPIC_PREFIX + group
+            ctrl.topics.create_system(topic, 1, int(Perm.PERM_WRITE | Perm.PERM_READ))
+            queue_id = 0
+    props.pop(Prop.WAIT, None) if props.get(Prop.WAIT) == "true" else None
+    props[Prop.CLUSTER] = ctrl.config.brokerClusterName
+    msg = Message(topic, queue_id, cmd.body, props, format_properties(props), h.flag, sys_flag,
+                  h.bornTimestamp, born, reconsume)
+    if props.get(Prop.TRAN_MSG) == "true":
+        if ctrl.config.rejectTransactionMessage:
+            return _reply(cmd, ctrl, ResponseCode.NO_PERMISSION, "the broker rejects transaction messages")
+        msg = to_half(msg)
+    else:
+        msg = apply_delay(msg, len(ctrl.store.levels))
+    result = await ctrl.put(msg)
+    return _put_response(cmd, ctrl, result, queue_id)
+
+
+async def _send_batch(ctrl, cmd, h, queue_id, sys_flag, born):
+    outer = h.properties or ""
+    if "DELAY\x01" in outer or (sys_flag & TRANSACTION_TYPE_MASK):
+        return _reply(cmd, ctrl, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed or transactional")
+    try:
+        entries = decode_batch(cmd.body)
+    except BatchFormatError as exc:
+        return _reply(cmd, ctrl, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+    if not entries:
+        return _reply(cmd, ctrl, ResponseCode.MESSAGE_ILLEGAL, "empty batch")
+    cluster = f"{Prop.CLUSTER}\x01{ctrl.config.brokerClusterName}"
+    outer_all = merge_batch_properties(outer, cluster) if cluster not in outer else outer
+    msgs = []
+    for flag, body, inner in entries:
+        text = merge_batch_properties(inner, outer_all)
+        msgs.append(Message(h.topic, queue_id, body, parse_properties(text), text, flag, sys_flag,
+                            h.bornTimestamp, born, h.reconsumeTimes or 0))
+    result = await ctrl.put(msgs)
+    return _put_response(cmd, ctrl, result, queue_id)
+
+
+def _put_response(cmd, ctrl, result, queue_id):
+    code = PUT_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+    if not result.ok:
+        return _reply(cmd, ctrl, code, result.remark or result.status.value)
+    ext = {"msgId": ",".join(result.msg_ids), "queueId": queue_id, "queueOffset": result.queue_offset}
+    return _reply(cmd, ctrl, code, None, ext)
+
+
+async def send_back(ctrl, conn, cmd):
+    """CONSUMER_SEND_MSG_BACK: to %RETRY%group with a growing delay, or to %DLQ%group."""
+    h = from_ext_fields(ConsumerSendMsgBackRequestHeader, cmd.ext_fields)
+    sub = ctrl.groups.find(h.group)
+    if sub is None:
+        return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}")
+    if sub.retryQueueNums <= 0:
+        return cmd.response(ResponseCode.SUCCESS)
+    retry_topic = RETRY_GROUP_TOPIC_PREFIX + h.group
+    cfg = ctrl.topics.create_system(retry_topic, sub.retryQueueNums)
+    orig = ctrl.store.read(h.offset)
+    if orig is None:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+    props = dict(orig.properties)
+    props.setdefault(Prop.RETRY_TOPIC, orig.topic)
+    max_times = sub.retryMaxTimes
+    if h.maxReconsumeTimes is not None and cmd.version > VERSION_V3_4_9:
+        max_times = h.maxReconsumeTimes
+    topic, queue_id = retry_topic, random.randrange(cfg.writeQueueNums or 1)
+    if orig.reconsume_times >= max_times or h.delayLevel < 0:
+        topic, queue_id = DLQ_GROUP_TOPIC_PREFIX + h.group, 0
+        ctrl.topics.create_system(topic, 1, int(Perm.PERM_WRITE | Perm.PERM_READ))
+        props[Prop.DELAY] = "0"
+    else:
+        props[Prop.DELAY] = str(h.delayLevel or 3 + orig.reconsume_times)
+    props[Prop.WAIT] = "false"
+    if not props.get(Prop.ORIGIN_MESSAGE_ID):
+        props[Prop.ORIGIN_MESSAGE_ID] = h.originMsgId or orig.msg_id
+    msg = Message(topic, queue_id, orig.body, props, format_properties(props), orig.flag, orig.sys_flag,
+                  orig.born_timestamp, (orig.born_ip, orig.born_port), orig.reconsume_times + 1)
+    msg = apply_delay(msg, len(ctrl.store.levels))
+    result = await ctrl.put(msg)
+    if not result.ok:
+        return cmd.response(PUT_CODES.get(result.status, ResponseCode.SYSTEM_ERROR), result.remark)
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+def is_tx_prepared(sys_flag: int) -> bool:
+    return sys_flag & TRANSACTION_TYPE_MASK == TransactionType.TRANSACTION_PREPARED_TYPE

@@ -1,0 +1,84 @@
+"""`mqtool broker ...`: run a broker (with an embedded name server when none is given)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mqtool.broker.config import BrokerConfig, apply_properties, load_broker_conf
+from mqtool.cli.errors import UsageError, err_console
+from mqtool.cli.serve import parse_listen, run_until_signal, setup_logging
+
+app = typer.Typer(help="Run a RocketMQ broker.", no_args_is_help=True)
+log = logging.getLogger("mqtool.broker")
+
+
+@app.command()
+def start(
+    namesrv: Annotated[Optional[str], typer.Option("-n", "--namesrv-addr", help="Name servers, ';'-separated.")] = None,
+    config_file: Annotated[Optional[Path], typer.Option("-c", "--config", help="broker.conf (RocketMQ property names).")] = None,
+    listen: Annotated[Optional[str], typer.Option("--listen", "-l", help="HOST:PORT (default 0.0.0.0:10911).")] = None,
+    store_dir: Annotated[Optional[Path], typer.Option("--store-dir", help="storePathRootDir (default ~/store).")] = None,
+    broker_ip: Annotated[Optional[str], typer.Option("--broker-ip", help="brokerIP1: the address clients are given.")] = None,
+    embedded_namesrv: Annotated[Optional[str], typer.Option(
+        "--embedded-namesrv", help="HOST:PORT for the embedded name server (default 0.0.0.0:9876).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Start a broker. With no name server given anywhere, an embedded one runs in the same process."""
+    setup_logging(verbose)
+    cfg = BrokerConfig(brokerName="broker-a")
+    props = {}
+    if config_file is not None:
+        if not config_file.is_file():
+            raise UsageError(f"{config_file}: no such config file")
+        props = load_broker_conf(config_file)
+    env_ns = os.environ.get("NAMESRV_ADDR")
+    try:
+        rest = apply_properties(cfg, props)
+        if env_ns and not cfg.namesrvAddr:
+            cfg.namesrvAddr = env_ns
+        if namesrv:
+            cfg.namesrvAddr = namesrv
+        host = "0.0.0.0"
+        if listen:
+            host, cfg.listenPort = parse_listen(listen)
+        if store_dir:
+            cfg.storePathRootDir = str(store_dir)
+        if broker_ip:
+            cfg.brokerIP1 = broker_ip
+        elif listen and host not in ("0.0.0.0", "::"):
+            cfg.brokerIP1 = host
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    from mqtool.broker.controller import BrokerController
+    try:
+        controller = BrokerController(cfg, rest)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    for key in sorted(controller.unknown_keys):
+        err_console.print(f"mqtool: warning: unknown config key {key!r} ignored", markup=False)
+    embedded = None
+    if not cfg.namesrv_addrs:
+        from mqtool.namesrv.server import NameServer
+        ns_host, ns_port = parse_listen(embedded_namesrv or "0.0.0.0:9876")
+        embedded = (NameServer(Path(cfg.storePathRootDir).expanduser() / "namesrv" / "kvConfig.json"), ns_host, ns_port)
+
+    async def begin():
+        if embedded:
+            ns, ns_host_, ns_port_ = embedded
+            await ns.start(ns_host_, ns_port_)
+            reach = "127.0.0.1" if ns_host_ in ("0.0.0.0", "::") else ns_host_
+            cfg.namesrvAddr = f"{reach}:{ns.port}"
+            log.info("embedded name server listening on %s:%d", ns_host_, ns.port)
+        await controller.start(host)
+
+    async def finish():
+        await controller.stop()
+        if embedded:
+            await embedded[0].stop()
+
+    asyncio.run(run_until_signal(begin, finish))
