@@ -1,0 +1,141 @@
+"""Scenarios run with the official C++ client (PyPI rocketmq==0.4.4) in a subprocess of the tests.
+
+    python -m tests.interop.cpp_client SCENARIO NAMESRV JSON-ARGS
+
+Prints one JSON object per line: what was sent or received. Each scenario stops by itself.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+from rocketmq.client import Message, Producer, PullConsumer, PushConsumer, RecvMessage
+from rocketmq.exceptions import ffi_check
+from rocketmq.ffi import MessageModel, _CConsumeStatus, dll
+
+# The 0.4.4 wrapper ignores a callback's return value and re-raises exceptions inside the C
+# callback (undefined status), so scenarios register their own callback returning the status.
+CONSUME_SUCCESS = _CConsumeStatus.CONSUME_SUCCESS.value
+RECONSUME_LATER = _CConsumeStatus.RECONSUME_LATER.value
+
+
+def out(obj) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def message(topic, m) -> Message:
+    msg = Message(topic)
+    msg.set_keys(m["keys"])
+    msg.set_tags(m["tags"])
+    msg.set_body(m["body"])
+    for k, v in m.get("props", {}).items():
+        msg.set_property(k, v)
+    if m.get("delay"):
+        msg.set_delay_time_level(m["delay"])
+    return msg
+
+
+def produce(ns, a) -> None:
+    p = Producer(a.get("group", "PID_INTEROP"))
+    p.set_namesrv_addr(ns)
+    p.start()
+    done = threading.Semaphore(0)
+    try:
+        for m in a["messages"]:
+            mode = m.get("mode", "sync")
+            msg = message(a["topic"], m)
+            sent_at = int(time.time() * 1000)
+            if mode == "sync":
+                r = p.send_sync(msg)
+                out({"keys": m["keys"], "status": int(r.status), "msg_id": r.msg_id, "offset": r.offset, "at": sent_at})
+            elif mode == "orderly":
+                r = p.send_orderly(msg, m["arg"])
+                out({"keys": m["keys"], "status": int(r.status), "msg_id": r.msg_id, "offset": r.offset, "at": sent_at})
+            elif mode == "async":
+                def ok(r, k=m["keys"]):
+                    out({"keys": k, "status": int(r.status), "msg_id": r.msg_id, "offset": r.offset})
+                    done.release()
+
+                def bad(e, k=m["keys"]):
+                    out({"keys": k, "error": str(e)})
+                    done.release()
+                p.send_async(msg, ok, bad)
+                if not done.acquire(timeout=10):
+                    out({"keys": m["keys"], "error": "async send timed out"})
+            else:
+                p.send_oneway(msg)
+                out({"keys": m["keys"], "oneway": True})
+    finally:
+        p.shutdown()
+
+
+def pull(ns, a) -> None:
+    c = PullConsumer(a.get("group", "CID_INTEROP_PULL"))
+    c.set_namesrv_addr(ns)
+    c.start()
+    got = 0
+    deadline = time.time() + a.get("timeout", 20)
+    seen = set()
+    try:
+        while got < a["count"] and time.time() < deadline:
+            for msg in c.pull(a["topic"], a.get("expression", "*")):
+                key = (msg.queue_id, msg.queue_offset)
+                if key in seen:
+                    continue
+                seen.add(key)
+                out(_recv(msg))
+                got += 1
+    finally:
+        c.shutdown()
+
+
+def _recv(msg, who="") -> dict:
+    return {"id": msg.id, "topic": msg.topic, "tags": msg.tags.decode(), "keys": msg.keys.decode(),
+            "body": msg.body.decode(), "queue_id": msg.queue_id, "queue_offset": msg.queue_offset,
+            "reconsume_times": msg.reconsume_times, "store_timestamp": msg.store_timestamp,
+            "prop": (msg.get_property("color") or b"").decode(), "who": who, "at": int(time.time() * 1000)}
+
+
+def push(ns, a) -> None:
+    model = MessageModel.BROADCASTING if a.get("broadcast") else MessageModel.CLUSTERING
+    c = PushConsumer(a["group"], orderly=a.get("orderly", False), message_model=model)
+    c.set_namesrv_addr(ns)
+    c.set_instance_name(a.get("name", "c1"))
+    failed = set()
+    lock = threading.Lock()
+    state = {"got": 0, "last": time.time()}
+
+    def callback(_consumer, handle):
+        msg = RecvMessage(handle)
+        body = msg.body.decode()
+        with lock:
+            if a.get("fail_first") and body not in failed and msg.reconsume_times == 0:
+                failed.add(body)
+                out(_recv(msg, a.get("name", "")) | {"failed": True})
+                return RECONSUME_LATER
+            state["got"] += 1
+            state["last"] = time.time()
+            out(_recv(msg, a.get("name", "")))
+        return CONSUME_SUCCESS
+    ffi_check(dll.Subscribe(c._handle, a["topic"].encode(), a.get("expression", "*").encode()))
+    c._register_callback(callback)
+    c.start()
+    out({"started": a.get("name", "")})
+    deadline = time.time() + a.get("timeout", 30)
+    try:
+        while time.time() < deadline:
+            if a.get("count") and state["got"] >= a["count"] and time.time() - state["last"] > a.get("linger", 1.0):
+                break
+            time.sleep(0.05)
+    finally:
+        c.shutdown()
+        out({"stopped": a.get("name", "")})
+
+
+SCENARIOS = {"produce": produce, "pull": pull, "push": push}
+
+if __name__ == "__main__":
+    SCENARIOS[sys.argv[1]](sys.argv[2], json.loads(sys.argv[3]))
