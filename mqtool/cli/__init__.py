@@ -6,7 +6,10 @@ import sys
 import typer
 
 from mqtool import __version__
+from mqtool.cli import admin as admin_cmds
 from mqtool.cli import broker as broker_cmds
+from mqtool.cli.consume import consume
+from mqtool.cli.send import send
 from mqtool.cli import namesrv as namesrv_cmds
 from mqtool.cli import store as store_cmds
 from mqtool.cli.errors import fail, quiet_broken_pipe
@@ -35,6 +38,23 @@ def _root(version: bool = typer.Option(False, "--version", "-V", callback=_versi
 app.add_typer(store_cmds.app, name="store", rich_help_panel="Store (offline, read-only)")
 app.add_typer(namesrv_cmds.app, name="namesrv", rich_help_panel="Servers")
 app.add_typer(broker_cmds.app, name="broker", rich_help_panel="Servers")
+app.command(rich_help_panel="Messages")(send)
+app.command(rich_help_panel="Messages")(consume)
+app.add_typer(admin_cmds.topic_app, name="topic", rich_help_panel="Administration")
+app.add_typer(admin_cmds.cluster_app, name="cluster", rich_help_panel="Administration")
+app.add_typer(admin_cmds.group_app, name="group", rich_help_panel="Administration")
+app.add_typer(admin_cmds.message_app, name="message", rich_help_panel="Administration")
+broker_cmds.app.add_typer(admin_cmds.broker_admin_app, name="admin", hidden=True)
+broker_cmds.app.command("status")(admin_cmds.broker_status)
+
+# mqadmin's names, hidden, for muscle memory.
+for _name, _fn in {"updateTopic": admin_cmds.topic_create, "deleteTopic": admin_cmds.topic_delete,
+                   "topicList": admin_cmds.topic_list, "topicRoute": admin_cmds.topic_route,
+                   "topicStatus": admin_cmds.topic_status, "clusterList": admin_cmds.cluster_list,
+                   "brokerStatus": admin_cmds.broker_status, "consumerProgress": admin_cmds.group_progress,
+                   "queryMsgByKey": admin_cmds.message_query, "queryMsgById": admin_cmds.message_query,
+                   "sendMessage": send, "consumeMessage": consume}.items():
+    app.command(_name, hidden=True)(_fn)
 
 
 def main() -> None:

@@ -1,0 +1,169 @@
+"""mqadmin-style administration: topic, cluster, broker, group, message. Table by default, --json everywhere."""
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Optional
+
+import typer
+
+from mqtool.cli.errors import UsageError, err_console
+from mqtool.cli.output import console, emit_json, fmt_time, parse_time, table
+from mqtool.cli.send import NamesrvOpt
+from mqtool.client.admin import QUERY_CAP, Admin
+
+JsonOpt = Annotated[bool, typer.Option("--json")]
+topic_app = typer.Typer(help="Create, delete, list and inspect topics.", no_args_is_help=True)
+cluster_app = typer.Typer(help="Clusters and their brokers.", no_args_is_help=True)
+broker_admin_app = typer.Typer(help="Broker status.", no_args_is_help=True)
+group_app = typer.Typer(help="Consumer groups: progress and lag.", no_args_is_help=True)
+message_app = typer.Typer(help="Find messages by key or id.", no_args_is_help=True)
+
+
+def run(namesrv: str, fn):
+    async def go():
+        admin = Admin(namesrv)
+        try:
+            return await fn(admin)
+        finally:
+            await admin.close()
+    return asyncio.run(go())
+
+
+def out_rows(rows: list[dict], json_out: bool, columns: list[str], title: str | None = None) -> None:
+    if json_out:
+        for r in rows:
+            emit_json(r)
+        return
+    t = table(*columns, title=title)
+    for r in rows:
+        t.add_row(*(str(r.get(c, "")) for c in columns))
+    console.print(t)
+
+
+@topic_app.command("create")
+def topic_create(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
+                 read: Annotated[int, typer.Option("-r", "--read-queues", min=1)] = 8,
+                 write: Annotated[int, typer.Option("-w", "--write-queues", min=1)] = 8,
+                 perm: Annotated[int, typer.Option("-p", "--perm")] = 6,
+                 order: Annotated[bool, typer.Option("-o", "--order")] = False,
+                 cluster: Annotated[Optional[str], typer.Option("-c", "--cluster")] = None,
+                 broker: Annotated[Optional[str], typer.Option("-b", "--broker", help="Broker name or address.")] = None,
+                 json_out: JsonOpt = False) -> None:
+    """Create or update a topic on every master of a cluster (or one broker)."""
+    brokers = run(namesrv, lambda a: a.create_topic(topic, read, write, perm, order, cluster, broker))
+    out_rows([{"topic": topic, "broker": b, "read": read, "write": write, "perm": perm} for b in brokers], json_out,
+             ["topic", "broker", "read", "write", "perm"])
+
+
+@topic_app.command("update")
+def topic_update(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
+                 read: Annotated[int, typer.Option("-r", "--read-queues", min=1)] = 8,
+                 write: Annotated[int, typer.Option("-w", "--write-queues", min=1)] = 8,
+                 perm: Annotated[int, typer.Option("-p", "--perm")] = 6,
+                 cluster: Annotated[Optional[str], typer.Option("-c", "--cluster")] = None,
+                 broker: Annotated[Optional[str], typer.Option("-b", "--broker")] = None,
+                 json_out: JsonOpt = False) -> None:
+    """Update a topic's queue numbers or permission (same request as create)."""
+    topic_create(topic, namesrv, read, write, perm, False, cluster, broker, json_out)
+
+
+@topic_app.command("delete")
+def topic_delete(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
+                 cluster: Annotated[Optional[str], typer.Option("-c", "--cluster")] = None,
+                 json_out: JsonOpt = False) -> None:
+    """Delete a topic from the brokers and the name server."""
+    brokers = run(namesrv, lambda a: a.delete_topic(topic, cluster))
+    out_rows([{"topic": topic, "broker": b, "deleted": True} for b in brokers], json_out, ["topic", "broker", "deleted"])
+
+
+@topic_app.command("list")
+def topic_list(namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
+    """Every topic the name server knows."""
+    out_rows([{"topic": t} for t in run(namesrv, lambda a: a.topic_list())], json_out, ["topic"])
+
+
+@topic_app.command("route")
+def topic_route(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
+                json_out: JsonOpt = False) -> None:
+    """The topic's route: brokers and queue numbers."""
+    route = run(namesrv, lambda a: a.topic_route(topic))
+    if json_out:
+        emit_json(route)
+        return
+    out_rows([dict(q) for q in route["queueDatas"]], False, ["brokerName", "readQueueNums", "writeQueueNums", "perm"])
+    for b in route["brokerDatas"]:
+        console.print(f"{b['brokerName']}: " + ", ".join(f"{k}={v}" for k, v in b["brokerAddrs"].items()))
+
+
+@topic_app.command("status")
+def topic_status(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
+                 json_out: JsonOpt = False) -> None:
+    """Min and max offset of every queue of the topic."""
+    rows = run(namesrv, lambda a: a.topic_status(topic))
+    for r in rows:
+        r["last_update_time"] = fmt_time(r["last_update"]) if r["last_update"] else "-"
+    out_rows(rows, json_out, ["broker", "queue_id", "min_offset", "max_offset", "last_update_time"])
+
+
+@cluster_app.command("list")
+def cluster_list(namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
+    """Clusters, brokers and their addresses."""
+    info = run(namesrv, lambda a: a.cluster_info())
+    rows = []
+    for cluster, names in sorted(info.get("clusterAddrTable", {}).items()):
+        for name in names:
+            for bid, addr in sorted(info["brokerAddrTable"].get(name, {}).get("brokerAddrs", {}).items()):
+                rows.append({"cluster": cluster, "broker": name, "broker_id": int(bid), "address": addr})
+    out_rows(rows, json_out, ["cluster", "broker", "broker_id", "address"])
+
+
+@broker_admin_app.command("status")
+def broker_status(broker: Annotated[str, typer.Option("-b", "--broker", help="Broker address HOST:PORT.")],
+                  namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
+    """The broker's runtime info (GET_BROKER_RUNTIME_INFO)."""
+    table_ = run(namesrv, lambda a: a.broker_runtime(broker))
+    if json_out:
+        emit_json(table_)
+        return
+    out_rows([{"key": k, "value": v} for k, v in sorted(table_.items())], False, ["key", "value"])
+
+
+@group_app.command("progress")
+def group_progress(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
+                   topic: Annotated[Optional[str], typer.Option("-t", "--topic")] = None,
+                   json_out: JsonOpt = False) -> None:
+    """Per queue: broker offset, consumer offset and lag (mqadmin consumerProgress)."""
+    rows = run(namesrv, lambda a: a.group_progress(group, topic))
+    out_rows(rows, json_out, ["topic", "broker", "queue_id", "broker_offset", "consumer_offset", "lag"])
+    if not json_out:
+        console.print(f"Diff Total: {sum(r['lag'] for r in rows)}")
+
+
+@message_app.command("query")
+def message_query(namesrv: NamesrvOpt = "127.0.0.1:9876",
+                  topic: Annotated[Optional[str], typer.Option("-t", "--topic")] = None,
+                  key: Annotated[Optional[str], typer.Option("-k", "--key")] = None,
+                  unique_key: Annotated[Optional[str], typer.Option("-u", "--unique-key")] = None,
+                  msg_id: Annotated[Optional[str], typer.Option("-i", "--id", help="Offset message id.")] = None,
+                  begin: Annotated[Optional[str], typer.Option("--begin")] = None,
+                  end: Annotated[Optional[str], typer.Option("--end")] = None,
+                  json_out: JsonOpt = False) -> None:
+    """Find messages by key, unique key (UNIQ_KEY), or offset message id."""
+    if sum(x is not None for x in (key, unique_key, msg_id)) != 1:
+        raise UsageError("give exactly one of --key, --unique-key, --id")
+    if msg_id:
+        rec = run(namesrv, lambda a: a.view(msg_id))
+        found, capped = [("", rec)], False
+    else:
+        if not topic:
+            raise UsageError("--key and --unique-key need --topic")
+        found, capped = run(namesrv, lambda a: a.query_by_key(topic, key or unique_key, QUERY_CAP,
+                                                              parse_time(begin) or 0, parse_time(end) or 2**62,
+                                                              unique=unique_key is not None))
+    rows = [{"broker": b, "topic": r.topic, "queue_id": r.queue_id, "queue_offset": r.queue_offset,
+             "msg_id": r.uniq_key or r.msg_id, "keys": " ".join(r.keys), "tags": r.tags or "",
+             "store_time": fmt_time(r.store_timestamp), "body": r.body.decode("utf-8", "replace")} for b, r in found]
+    out_rows(rows, json_out, ["broker", "topic", "queue_id", "queue_offset", "msg_id", "keys", "tags", "store_time"])
+    if capped:
+        err_console.print(f"mqtool: note: a broker returned its cap of {QUERY_CAP} messages; narrow the query with "
+                          "--begin/--end", markup=False)

@@ -1,0 +1,152 @@
+"""`mqtool consume`: read messages as a consumer group or from explicit queues."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Annotated, Optional
+
+import typer
+
+from mqtool.cli.errors import UsageError, err_console
+from mqtool.cli.output import BODY_MODES, check_choice, emit_json, fmt_time, parse_time, render_body
+from mqtool.cli.send import NamesrvOpt
+from mqtool.client.consumer import Consumer, GroupConsumer
+
+TOKENS = {"%t": "topic", "%q": "queue_id", "%o": "queue_offset", "%k": "keys", "%T": "tags", "%b": "body",
+          "%i": "msg_id", "%s": "store_time", "%p": "properties"}
+
+
+def envelope(mq, rec, body_mode: str) -> dict:
+    body, _ = render_body(rec.body, body_mode, None)
+    return {"topic": rec.topic, "broker": mq.broker_name, "queue_id": rec.queue_id, "queue_offset": rec.queue_offset,
+            "msg_id": rec.uniq_key or rec.msg_id, "offset_msg_id": rec.msg_id, "keys": rec.keys, "tags": rec.tags,
+            "store_timestamp": rec.store_timestamp, "born_timestamp": rec.born_timestamp,
+            "reconsume_times": rec.reconsume_times, "properties": rec.properties, "body": body}
+
+
+def render(env: dict, fmt: str) -> str:
+    out = fmt
+    for tok, key in TOKENS.items():
+        if key == "store_time":
+            val = fmt_time(env["store_timestamp"])
+        elif key == "keys":
+            val = " ".join(env["keys"])
+        elif key == "properties":
+            val = json.dumps(env["properties"], ensure_ascii=False)
+        else:
+            val = env.get(key)
+        out = out.replace(tok, "" if val is None else str(val))
+    return out.replace("\\t", "\t")
+
+
+def consume(
+    topic: Annotated[str, typer.Option("-t", "--topic")],
+    namesrv: NamesrvOpt = "127.0.0.1:9876",
+    group: Annotated[Optional[str], typer.Option("-g", "--group", help="Consume as this group (offsets committed).")] = None,
+    broadcast: Annotated[bool, typer.Option("--broadcast", help="Broadcasting mode (with -g).")] = False,
+    queue: Annotated[Optional[list[int]], typer.Option("--queue", "-q", help="Explicit queue ids (no group).")] = None,
+    start: Annotated[str, typer.Option("--from", help="beginning|end|OFFSET|-N|@TIME")] = "beginning",
+    exit_at_end: Annotated[bool, typer.Option("-e", "--exit-at-end")] = False,
+    count: Annotated[int, typer.Option("-c", "--count", min=0)] = 0,
+    idle_timeout: Annotated[float, typer.Option("--idle-timeout", help="Stop after this many idle seconds.")] = 0,
+    tag: Annotated[str, typer.Option("--tag", help="Tag expression, e.g. 'TagA || TagB'.")] = "*",
+    fmt: Annotated[Optional[str], typer.Option("--format", help="e.g. '%t %q %o %k %T %b'")] = None,
+    body: Annotated[str, typer.Option("--body", help="text, hex or base64")] = "text",
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Consume messages: a real group (-g), or explicit queues from a start position."""
+    check_choice(body, BODY_MODES[:3], "--body")
+    if group and queue:
+        raise UsageError("give either -g GROUP or --queue, not both")
+    if broadcast and not group:
+        raise UsageError("--broadcast needs -g GROUP")
+    _check_start(start)
+    asyncio.run(_consume(namesrv, topic, group, broadcast, queue, start, exit_at_end, count, idle_timeout, tag,
+                         fmt or "%t %q %o %k %T %b", body, json_out))
+
+
+def _check_start(start: str) -> None:
+    if start in ("beginning", "end") or start.lstrip("-").isdigit():
+        return
+    if start.startswith("@"):
+        parse_time(start[1:])
+        return
+    raise UsageError(f"--from must be beginning, end, OFFSET, -N or @TIME, not {start!r}")
+
+
+async def _position(c: Consumer, mq, start: str) -> int:
+    if start == "beginning":
+        return await c.min_offset(mq)
+    if start == "end":
+        return await c.max_offset(mq)
+    if start.startswith("@"):
+        return await c.offset_by_time(mq, parse_time(start[1:]))
+    n = int(start)
+    if n < 0:
+        return max(await c.min_offset(mq), await c.max_offset(mq) + n)
+    return n
+
+
+async def _consume(namesrv, topic, group, broadcast, queue_ids, start, exit_at_end, count, idle, tag, fmt, body,
+                   json_out) -> None:
+    seen = 0
+    last = time.monotonic()
+
+    def show(mq, rec):
+        env = envelope(mq, rec, body)
+        if json_out:
+            emit_json(env)
+        else:
+            print(render(env, fmt), flush=True)
+
+    if group:
+        c = GroupConsumer(namesrv, group, topic, tag, broadcast, "first" if start == "beginning" else "last")
+        try:
+            gen = c.messages(500)
+            while True:
+                try:
+                    wait = None if not idle else max(0.1, idle - (time.monotonic() - last))
+                    mq, rec = await asyncio.wait_for(gen.__anext__(), wait)
+                except asyncio.TimeoutError:
+                    break
+                show(mq, rec)
+                c.state.assigned[mq] = rec.queue_offset + 1
+                seen += 1
+                last = time.monotonic()
+                if count and seen >= count:
+                    break
+        finally:
+            await c.close()
+        return
+    c = Consumer(namesrv, "CID_MQTOOL_CLI")
+    try:
+        queues = await c.queues(topic)
+        if queue_ids:
+            queues = [q for q in queues if q.queue_id in set(queue_ids)]
+            if not queues:
+                raise UsageError(f"topic {topic} has no queue {queue_ids}")
+        positions = {mq: await _position(c, mq, start) for mq in queues}
+        while True:
+            progressed = False
+            for mq in queues:
+                res = await c.pull(mq, positions[mq], 32, tag)
+                for rec in res.messages:
+                    show(mq, rec)
+                    seen += 1
+                    if count and seen >= count:
+                        return
+                if res.next_offset != positions[mq]:
+                    progressed = True
+                    last = time.monotonic()
+                positions[mq] = res.next_offset
+            if not progressed:
+                if exit_at_end:
+                    return
+                if idle and time.monotonic() - last >= idle:
+                    return
+                await asyncio.sleep(0.2)
+    finally:
+        await c.close()
+        if not json_out and seen == 0:
+            err_console.print("mqtool: no messages", markup=False)

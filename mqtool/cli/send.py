@@ -1,0 +1,131 @@
+"""`mqtool send`: produce messages from an argument, stdin lines, or files."""
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mqtool.cli.errors import UsageError
+from mqtool.cli.output import console, emit_json, table
+from mqtool.client.producer import OutMessage, Producer
+
+NamesrvOpt = Annotated[str, typer.Option("-n", "--namesrv-addr", envvar="NAMESRV_ADDR",
+                                         help="Name servers, ';'-separated (or NAMESRV_ADDR).")]
+
+
+def send(
+    topic: Annotated[str, typer.Option("-t", "--topic")],
+    body: Annotated[Optional[str], typer.Argument(help="Message body; omit to read stdin.")] = None,
+    namesrv: NamesrvOpt = "127.0.0.1:9876",
+    files: Annotated[Optional[list[Path]], typer.Option("--file", "-f", help="One message per file.")] = None,
+    delimiter: Annotated[str, typer.Option("--delimiter", help="Stdin message separator.")] = "\n",
+    keys: Annotated[Optional[str], typer.Option("--keys", "-k", help="Space-separated keys.")] = None,
+    tags: Annotated[Optional[str], typer.Option("--tags")] = None,
+    prop: Annotated[Optional[list[str]], typer.Option("--property", "-p", help="k=v, repeatable.")] = None,
+    queue: Annotated[Optional[int], typer.Option("--queue", "-q")] = None,
+    sharding_key: Annotated[Optional[str], typer.Option("--sharding-key", help="Orderly: same key, same queue.")] = None,
+    delay_level: Annotated[int, typer.Option("--delay-level", min=0)] = 0,
+    batch: Annotated[int, typer.Option("--batch", min=0, help="Send in batches of N.")] = 0,
+    oneway: Annotated[bool, typer.Option("--oneway")] = False,
+    group: Annotated[str, typer.Option("--group", "-g", help="Producer group.")] = "PID_MQTOOL",
+    count: Annotated[int, typer.Option("--count", help="Bench mode: messages to send.")] = 0,
+    size: Annotated[int, typer.Option("--size", help="Bench mode: body bytes.")] = 128,
+    threads: Annotated[int, typer.Option("--threads", help="Bench mode: concurrent senders.")] = 1,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Send messages; one result line per message (status, msgId, broker, queue, queue offset)."""
+    properties = {}
+    for p in prop or []:
+        k, sep, v = p.partition("=")
+        if not sep or not k:
+            raise UsageError(f"--property must be k=v, not {p!r}")
+        properties[k] = v
+    if count:
+        asyncio.run(_bench(namesrv, topic, group, count, size, threads, json_out))
+        return
+    if files:
+        for f in files:
+            if not f.is_file():
+                raise UsageError(f"{f}: no such file")
+        bodies = [f.read_bytes() for f in files]
+    elif body is not None:
+        bodies = [body.encode()]
+    else:
+        data = sys.stdin.read()
+        bodies = [b.encode() for b in data.split(delimiter) if b]
+    msgs = [OutMessage(topic, b, keys.split() if keys else [], tags, properties, delay_level) for b in bodies]
+    results = asyncio.run(_send(namesrv, group, msgs, queue, sharding_key, oneway, batch))
+    if json_out:
+        for r in results:
+            emit_json(r)
+        return
+    t = table("status", "msgId", "broker", "queue", "queue offset")
+    for r in results:
+        t.add_row(r["status"], r["msg_id"], r["broker"], str(r["queue_id"]), str(r["queue_offset"]))
+    console.print(t)
+
+
+async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch) -> list[dict]:
+    p = Producer(namesrv, group)
+    out = []
+    try:
+        if batch:
+            for i in range(0, len(msgs), batch):
+                chunk = msgs[i:i + batch]
+                r = await p.send_batch(chunk, queue)
+                ids = r.msg_id.split(",")
+                for k, m in enumerate(chunk):
+                    out.append({"status": r.status, "msg_id": ids[k], "broker": r.broker, "queue_id": r.queue_id,
+                                "queue_offset": r.queue_offset + k})
+            return out
+        for m in msgs:
+            r = await p.send(m, queue, sharding_key, oneway)
+            if r is None:
+                out.append({"status": "ONEWAY", "msg_id": "", "broker": "", "queue_id": -1, "queue_offset": -1})
+            else:
+                out.append({"status": r.status, "msg_id": r.msg_id, "broker": r.broker, "queue_id": r.queue_id,
+                            "queue_offset": r.queue_offset})
+        return out
+    finally:
+        await p.close()
+
+
+async def _bench(namesrv, topic, group, count, size, threads, json_out) -> None:
+    """producer.sh-style figures: TPS, average and max RT, failures."""
+    p = Producer(namesrv, group)
+    body = b"x" * size
+    rts: list[float] = []
+    failures = 0
+    remaining = [count]
+
+    async def worker():
+        nonlocal failures
+        while remaining[0] > 0:
+            remaining[0] -= 1
+            t0 = time.perf_counter()
+            try:
+                await p.send(OutMessage(topic, body))
+                rts.append(time.perf_counter() - t0)
+            except Exception:  # noqa: BLE001 - counted, like producer.sh
+                failures += 1
+    start = time.perf_counter()
+    try:
+        await asyncio.gather(*(worker() for _ in range(threads)))
+    finally:
+        await p.close()
+    elapsed = time.perf_counter() - start
+    rts.sort()
+    result = {"messages": len(rts), "failures": failures, "seconds": round(elapsed, 3),
+              "tps": round(len(rts) / elapsed, 1) if elapsed else 0,
+              "avg_rt_ms": round(1000 * sum(rts) / len(rts), 3) if rts else None,
+              "p99_rt_ms": round(1000 * rts[int(len(rts) * 0.99) - 1], 3) if rts else None,
+              "max_rt_ms": round(1000 * rts[-1], 3) if rts else None, "size": size, "threads": threads}
+    if json_out:
+        emit_json(result)
+    else:
+        console.print(f"Send TPS: {result['tps']} Max RT(ms): {result['max_rt_ms']} Average RT(ms): "
+                      f"{result['avg_rt_ms']} Send Failed: {failures} Response Failed: 0")

@@ -1,0 +1,1 @@
+"""mqtool's RocketMQ client: route discovery, producer, consumers, admin. The CLI's only network dependency."""

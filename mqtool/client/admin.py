@@ -1,0 +1,123 @@
+"""The admin API: one method per operation the CLI offers (mqadmin's coverage, as data)."""
+from __future__ import annotations
+
+from mqtool.client.base import ClientBase, check
+from mqtool.client.consumer import decode_records
+from remoting import jsonbody
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import RemotingCommandError
+from store.msgid import decode_offset_msg_id
+
+QUERY_CAP = 64
+
+
+class Admin(ClientBase):
+    async def cluster_info(self) -> dict:
+        resp = check(await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)),
+                     "cluster info")
+        return jsonbody.loads(resp.body)
+
+    async def masters(self, cluster: str | None = None, broker: str | None = None) -> dict[str, str]:
+        """brokerName -> master address, for one cluster or broker (or all)."""
+        info = await self.cluster_info()
+        names = set(info.get("brokerAddrTable", {}))
+        if cluster:
+            if cluster not in info.get("clusterAddrTable", {}):
+                raise RemotingCommandError(ResponseCode.SYSTEM_ERROR, f"no cluster named {cluster}", "cluster")
+            names &= set(info["clusterAddrTable"][cluster])
+        out = {}
+        for name in sorted(names):
+            addr = info["brokerAddrTable"][name]["brokerAddrs"].get("0") or info["brokerAddrTable"][name]["brokerAddrs"].get(0)
+            if addr and (broker is None or broker in (name, addr)):
+                out[name] = addr
+        if broker and not out:
+            raise RemotingCommandError(ResponseCode.SYSTEM_ERROR, f"no master broker {broker}", "broker")
+        return out
+
+    async def create_topic(self, topic: str, read: int = 8, write: int = 8, perm: int = 6, order: bool = False,
+                           cluster: str | None = None, broker: str | None = None) -> list[str]:
+        targets = await self.masters(cluster, broker)
+        for addr in targets.values():
+            check(await self.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": read, "writeQueueNums": write,
+                "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": order})),
+                f"create topic {topic}")
+        return list(targets)
+
+    async def delete_topic(self, topic: str, cluster: str | None = None) -> list[str]:
+        targets = await self.masters(cluster)
+        for addr in targets.values():
+            check(await self.invoke(addr, RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER,
+                                                                  {"topic": topic})), f"delete topic {topic}")
+        check(await self.invoke_namesrv(RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV,
+                                                                {"topic": topic})), "delete topic in name server")
+        return list(targets)
+
+    async def topic_list(self) -> list[str]:
+        resp = check(await self.invoke_namesrv(RemotingCommand.request(
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)), "topic list")
+        return sorted(jsonbody.loads(resp.body).get("topicList", []))
+
+    async def topic_route(self, topic: str) -> dict:
+        r = await self.route(topic, refresh=True)
+        return {"brokerDatas": [{"brokerName": n, "brokerAddrs": a} for n, a in r.brokers.items()],
+                "queueDatas": r.queues}
+
+    async def topic_status(self, topic: str) -> list[dict]:
+        route = await self.route(topic, refresh=True)
+        rows = []
+        for name in sorted(route.brokers):
+            addr = route.master(name)
+            resp = check(await self.invoke(addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO,
+                                                                          {"topic": topic})), "topic status")
+            for key, v in jsonbody.loads(resp.body).get("offsetTable", {}).items():
+                mq = key.as_dict()
+                rows.append({"broker": mq["brokerName"], "queue_id": mq["queueId"], "min_offset": v["minOffset"],
+                             "max_offset": v["maxOffset"], "last_update": v["lastUpdateTimestamp"]})
+        return sorted(rows, key=lambda r: (r["broker"], r["queue_id"]))
+
+    async def group_progress(self, group: str, topic: str | None = None) -> list[dict]:
+        rows = []
+        for name, addr in (await self.masters()).items():
+            ext = {"consumerGroup": group}
+            if topic:
+                ext["topic"] = topic
+            resp = await self.invoke(addr, RemotingCommand.request(RequestCode.GET_CONSUME_STATS, ext))
+            if resp.code != 0:
+                continue
+            for key, v in jsonbody.loads(resp.body).get("offsetTable", {}).items():
+                mq = key.as_dict()
+                rows.append({"topic": mq["topic"], "broker": mq["brokerName"], "queue_id": mq["queueId"],
+                             "broker_offset": v["brokerOffset"], "consumer_offset": v["consumerOffset"],
+                             "lag": v["brokerOffset"] - v["consumerOffset"]})
+        return sorted(rows, key=lambda r: (r["topic"], r["broker"], r["queue_id"]))
+
+    async def query_by_key(self, topic: str, key: str, max_num: int = QUERY_CAP, begin: int = 0,
+                           end: int = 2**62, unique: bool = False) -> tuple[list, bool]:
+        route = await self.route(topic)
+        found = []
+        capped = False
+        for name in sorted(route.brokers):
+            addr = route.master(name)
+            ext = {"topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": begin, "endTimestamp": end,
+                   "_UNIQUE_KEY_QUERY": "true" if unique else "false"}
+            resp = await self.invoke(addr, RemotingCommand.request(RequestCode.QUERY_MESSAGE, ext))
+            if resp.code == ResponseCode.QUERY_NOT_FOUND:
+                continue
+            check(resp, f"query {topic}#{key}")
+            recs = decode_records(resp.body)
+            capped |= len(recs) >= min(max_num, QUERY_CAP)
+            found += [(name, r) for r in recs if key in r.keys or r.uniq_key == key]
+        return found, capped
+
+    async def view(self, offset_msg_id: str):
+        ip, port, offset = decode_offset_msg_id(offset_msg_id)
+        resp = check(await self.invoke(f"{ip}:{port}", RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID,
+                                                                                {"offset": offset})), "view message")
+        return decode_records(resp.body)[0]
+
+    async def broker_runtime(self, addr: str) -> dict:
+        resp = check(await self.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)),
+                     "broker status")
+        return jsonbody.loads(resp.body).get("table", {})

@@ -1,0 +1,110 @@
+"""What producers, consumers and the admin API share: name servers, routes, the remoting client."""
+from __future__ import annotations
+
+import os
+import random
+import socket
+import time
+from dataclasses import dataclass
+
+from remoting import jsonbody
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import RemotingCommandError, RemotingError
+from remoting.transport import RemotingClient
+
+ROUTE_TTL_S = 30.0
+DEFAULT_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True)
+class MessageQueue:
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_json(self) -> dict:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+
+@dataclass
+class TopicRoute:
+    topic: str
+    brokers: dict[str, dict[int, str]]     # brokerName -> brokerId -> address
+    queues: list[dict]
+    fetched: float
+
+    def master(self, broker_name: str) -> str | None:
+        return self.brokers.get(broker_name, {}).get(0)
+
+    def write_queues(self) -> list[MessageQueue]:
+        out = []
+        for q in sorted(self.queues, key=lambda q: q["brokerName"]):
+            if q.get("perm", 6) & 2 and self.master(q["brokerName"]):
+                out += [MessageQueue(self.topic, q["brokerName"], i) for i in range(q["writeQueueNums"])]
+        return out
+
+    def read_queues(self) -> list[MessageQueue]:
+        out = []
+        for q in sorted(self.queues, key=lambda q: q["brokerName"]):
+            if q.get("perm", 6) & 4:
+                out += [MessageQueue(self.topic, q["brokerName"], i) for i in range(q["readQueueNums"])]
+        return out
+
+
+def client_ip() -> str:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+class ClientBase:
+    def __init__(self, namesrv: str, timeout_s: float = DEFAULT_TIMEOUT_S, instance: str | None = None):
+        self.namesrv_addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
+        if not self.namesrv_addrs:
+            raise RemotingError("no name server address given (-n HOST:PORT)")
+        self.timeout_s = timeout_s
+        self.remoting = RemotingClient(self.on_request)
+        self.routes: dict[str, TopicRoute] = {}
+        self.client_id = f"{client_ip()}@{instance or f'{os.getpid()}#{time.monotonic_ns()}'}"
+
+    async def on_request(self, conn, cmd):
+        """Requests the broker sends us; subclasses answer the ones they know."""
+        return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request {cmd.code} not supported by client")
+
+    async def invoke_namesrv(self, cmd: RemotingCommand) -> RemotingCommand:
+        last: Exception | None = None
+        for addr in random.sample(self.namesrv_addrs, len(self.namesrv_addrs)):
+            try:
+                return await self.remoting.invoke(addr, cmd, self.timeout_s)
+            except RemotingError as exc:
+                last = exc
+        raise last
+
+    async def route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        r = self.routes.get(topic)
+        if r is not None and not refresh and time.monotonic() - r.fetched < ROUTE_TTL_S:
+            return r
+        resp = await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                                 {"topic": topic}))
+        if resp.code != ResponseCode.SUCCESS:
+            raise RemotingCommandError(resp.code, resp.remark, f"route of topic {topic}")
+        data = jsonbody.loads(resp.body)
+        brokers = {b["brokerName"]: {int(k): v for k, v in b["brokerAddrs"].items()} for b in data.get("brokerDatas", [])}
+        r = self.routes[topic] = TopicRoute(topic, brokers, data.get("queueDatas", []), time.monotonic())
+        return r
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:
+        return await self.remoting.invoke(addr, cmd, timeout_s or self.timeout_s)
+
+    async def close(self) -> None:
+        await self.remoting.close()
+
+
+def check(resp: RemotingCommand, what: str, ok=(ResponseCode.SUCCESS,)) -> RemotingCommand:
+    if resp.code not in ok:
+        raise RemotingCommandError(resp.code, resp.remark, what)
+    return resp

@@ -1,0 +1,240 @@
+"""Consumers: pulls on explicit queues, and group consumption (clustering or broadcasting)."""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from mqtool.broker.clients import Subscription
+from mqtool.client.base import ClientBase, MessageQueue, check
+from remoting import jsonbody
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import RemotingCommandError, RemotingError
+from store.commitlog import MessageRecord, decode_record
+from store.compression import decompress
+
+PULL_SUSPEND_MS = 15000
+REBALANCE_S = 20.0
+COMMIT_S = 5.0
+
+
+@dataclass
+class PullResult:
+    code: int
+    messages: list[MessageRecord]
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
+def decode_records(body: bytes) -> list[MessageRecord]:
+    out, p = [], 0
+    while p < len(body):
+        rec = decode_record(body, p)
+        if rec.sys_flag & 0x1:
+            rec.body = decompress(rec.body, rec.sys_flag)
+        out.append(rec)
+        p += rec.total_size
+    return out
+
+
+def allocate_average(queues: list[MessageQueue], clients: list[str], me: str) -> list[MessageQueue]:
+    """AllocateMessageQueueAveragely."""
+    if me not in clients or not queues:
+        return []
+    i, n, m = clients.index(me), len(clients), len(queues)
+    mod = m % n
+    size = (m // n + 1 if i < mod else m // n) if m > n else 1
+    start = i * size if mod > 0 and i < mod else i * size + mod
+    return [queues[(start + k) % m] for k in range(min(size, m - start))] if start < m else []
+
+
+class Consumer(ClientBase):
+    """Pull-side primitives shared by the explicit-queue and group consumers."""
+
+    def __init__(self, namesrv: str, group: str = "CID_MQTOOL", timeout_s: float = 3.0, instance: str | None = None):
+        super().__init__(namesrv, timeout_s, instance)
+        self.group = group
+
+    async def broker_addr(self, mq: MessageQueue) -> str:
+        route = await self.route(mq.topic)
+        addr = route.master(mq.broker_name)
+        if addr is None:
+            raise RemotingError(f"broker {mq.broker_name} of topic {mq.topic} has no master address")
+        return addr
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        return (await self.route(topic)).read_queues()
+
+    async def _offset_call(self, mq: MessageQueue, code: int, extra: dict | None = None) -> int:
+        resp = await self.invoke(await self.broker_addr(mq), RemotingCommand.request(
+            code, {"topic": mq.topic, "queueId": mq.queue_id, **(extra or {})}))
+        check(resp, f"offset of {mq.topic}/{mq.queue_id}")
+        return int(resp.ext_fields.get("offset", resp.ext_fields.get("timestamp", 0)))
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        return await self._offset_call(mq, RequestCode.GET_MAX_OFFSET)
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        return await self._offset_call(mq, RequestCode.GET_MIN_OFFSET)
+
+    async def offset_by_time(self, mq: MessageQueue, ts: int) -> int:
+        return await self._offset_call(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"timestamp": ts})
+
+    async def committed_offset(self, mq: MessageQueue) -> int:
+        resp = await self.invoke(await self.broker_addr(mq), RemotingCommand.request(
+            RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": self.group, "topic": mq.topic,
+                                                "queueId": mq.queue_id}))
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return -1
+        check(resp, "query consumer offset")
+        return int(resp.ext_fields.get("offset", -1))
+
+    async def commit(self, mq: MessageQueue, offset: int) -> None:
+        await self.remoting.invoke_oneway(await self.broker_addr(mq), RemotingCommand.request(
+            RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": self.group, "topic": mq.topic,
+                                                 "queueId": mq.queue_id, "commitOffset": offset}, oneway=True))
+
+    async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+                   suspend_ms: int = 0, commit_offset: int | None = None) -> PullResult:
+        sys_flag = 0x4 | (0x2 if suspend_ms else 0) | (0x1 if commit_offset is not None else 0)
+        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
+            "maxMsgNums": max_nums, "sysFlag": sys_flag, "commitOffset": commit_offset or 0,
+            "suspendTimeoutMillis": suspend_ms, "subscription": expression, "subVersion": int(time.time() * 1000),
+            "expressionType": "TAG"})
+        resp = await self.invoke(await self.broker_addr(mq), cmd, self.timeout_s + suspend_ms / 1000)
+        ok = (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
+              ResponseCode.PULL_OFFSET_MOVED)
+        check(resp, f"pull {mq.topic}/{mq.queue_id}", ok)
+        msgs = decode_records(resp.body) if resp.code == ResponseCode.SUCCESS else []
+        sub = Subscription.parse(mq.topic, expression)
+        if sub.tags:
+            msgs = [m for m in msgs if (m.tags or "") in sub.tags]    # hash collisions: re-check the tag
+        e = resp.ext_fields
+        return PullResult(resp.code, msgs, int(e.get("nextBeginOffset", offset)), int(e.get("minOffset", 0)),
+                          int(e.get("maxOffset", 0)))
+
+
+@dataclass
+class GroupState:
+    assigned: dict[MessageQueue, int] = field(default_factory=dict)     # queue -> next offset
+    committed: dict[MessageQueue, int] = field(default_factory=dict)
+
+
+class GroupConsumer(Consumer):
+    """Clustering (queues shared by average allocation, offsets on the broker) or broadcasting
+    (every queue, offsets kept locally). Reacts to NOTIFY_CONSUMER_IDS_CHANGED."""
+
+    def __init__(self, namesrv: str, group: str, topic: str, expression: str = "*", broadcast: bool = False,
+                 start: str = "last", instance: str | None = None):
+        super().__init__(namesrv, group, instance=instance)
+        self.topic, self.expression, self.broadcast, self.start_from = topic, expression, broadcast, start
+        self.state = GroupState()
+        self._rebalance = asyncio.Event()
+
+    async def on_request(self, conn, cmd):
+        if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            self._rebalance.set()
+            return None
+        return await super().on_request(conn, cmd)
+
+    async def heartbeat(self) -> None:
+        sub = {"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": self.expression,
+               "subVersion": int(time.time() * 1000), "tagsSet": [], "topic": self.topic}
+        body = jsonbody.dumps({"clientID": self.client_id, "producerDataSet": [], "consumerDataSet": [{
+            "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET" if self.start_from == "first" else "CONSUME_FROM_LAST_OFFSET",
+            "consumeType": "CONSUME_PASSIVELY", "groupName": self.group,
+            "messageModel": "BROADCASTING" if self.broadcast else "CLUSTERING",
+            "subscriptionDataSet": [sub], "unitMode": False}]})
+        route = await self.route(self.topic, refresh=True)
+        for name in route.brokers:
+            addr = route.master(name)
+            if addr:
+                check(await self.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body)), "heartbeat")
+
+    async def rebalance(self) -> None:
+        queues = await self.queues(self.topic)
+        if self.broadcast:
+            mine = queues
+        else:
+            addr = await self.broker_addr(queues[0]) if queues else None
+            ids = [self.client_id]
+            if addr:
+                resp = await self.invoke(addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                                       {"consumerGroup": self.group}))
+                if resp.code == 0:
+                    ids = sorted(jsonbody.loads(resp.body).get("consumerIdList", ids))
+            mine = allocate_average(sorted(queues, key=lambda q: (q.broker_name, q.queue_id)), ids, self.client_id)
+        for mq in list(self.state.assigned):
+            if mq not in mine:
+                await self.commit_queue(mq)
+                del self.state.assigned[mq]
+        for mq in mine:
+            if mq not in self.state.assigned:
+                self.state.assigned[mq] = await self._start_offset(mq)
+
+    async def _start_offset(self, mq: MessageQueue) -> int:
+        if not self.broadcast:
+            off = await self.committed_offset(mq)
+            if off >= 0:
+                return off
+        if self.start_from == "first":
+            return await self.min_offset(mq)
+        return await self.max_offset(mq)
+
+    async def commit_queue(self, mq: MessageQueue) -> None:
+        off = self.state.assigned.get(mq)
+        if off is not None and not self.broadcast and self.state.committed.get(mq) != off:
+            await self.commit(mq, off)
+            self.state.committed[mq] = off
+
+    async def commit_all(self) -> None:
+        for mq in list(self.state.assigned):
+            await self.commit_queue(mq)
+
+    async def messages(self, poll_ms: int = 1000):
+        """Yield (queue, record) forever; offsets advance after each yield returns."""
+        await self.heartbeat()
+        await self.rebalance()
+        last_rebalance = last_commit = time.monotonic()
+        while True:
+            if self._rebalance.is_set() or time.monotonic() - last_rebalance > REBALANCE_S:
+                self._rebalance.clear()
+                await self.heartbeat()
+                await self.rebalance()
+                last_rebalance = time.monotonic()
+            if time.monotonic() - last_commit > COMMIT_S:
+                await self.commit_all()
+                last_commit = time.monotonic()
+            queues = list(self.state.assigned.items())
+            if not queues:
+                await asyncio.sleep(poll_ms / 1000)
+                continue
+            results = await asyncio.gather(*(self.pull(mq, off, 32, self.expression, poll_ms if len(queues) == 1 else 0)
+                                              for mq, off in queues), return_exceptions=True)
+            got_any = False
+            for (mq, off), res in zip(queues, results):
+                if isinstance(res, Exception) or mq not in self.state.assigned:
+                    continue
+                for rec in res.messages:
+                    got_any = True
+                    yield mq, rec
+                self.state.assigned[mq] = res.next_offset if res.code != ResponseCode.PULL_OFFSET_MOVED or \
+                    res.next_offset >= 0 else off
+            if not got_any:
+                await asyncio.sleep(min(poll_ms, 200) / 1000)
+
+    async def close(self) -> None:
+        try:
+            await self.commit_all()
+            route = self.routes.get(self.topic)
+            for name in (route.brokers if route else {}):
+                addr = route.master(name)
+                if addr:
+                    await self.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, {
+                        "clientID": self.client_id, "consumerGroup": self.group}))
+        except (RemotingError, RemotingCommandError):
+            pass
+        await super().close()

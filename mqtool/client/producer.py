@@ -1,0 +1,166 @@
+"""Producer: queue selection, retries, unique ids, compression, orderly, batch, delay, oneway."""
+from __future__ import annotations
+
+import itertools
+import os
+import struct
+import time
+import zlib
+from dataclasses import dataclass, field
+
+from mqtool.broker.messages import encode_batch
+from mqtool.client.base import ClientBase, MessageQueue, check
+from remoting import jsonbody
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import RemotingCommandError, RemotingError
+from remoting.headers import SendMessageRequestHeader, send_header_to_v2
+from store.properties import format_properties
+
+COMPRESS_OVER = 4096
+SYSFLAG_COMPRESSED_ZLIB = 0x1 | (3 << 8)
+SEND_OK_CODES = {ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
+                 ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
+                 ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE"}
+
+
+@dataclass
+class OutMessage:
+    topic: str
+    body: bytes
+    keys: list[str] = field(default_factory=list)
+    tags: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    delay_level: int = 0
+    flag: int = 0
+
+
+@dataclass
+class SendResult:
+    status: str
+    msg_id: str            # the UNIQ_KEY (what users see as the message id)
+    offset_msg_id: str
+    broker: str
+    queue_id: int
+    queue_offset: int
+
+
+class UniqIdMaker:
+    """MessageClientIDSetter's layout: IP(4) + pid(2) + classloader hash(4) + ms since month start(4) + counter(2)."""
+
+    def __init__(self, ip: str):
+        parts = [int(x) for x in ip.split(".")] if ip.count(".") == 3 else [127, 0, 0, 1]
+        self.fixed = bytes(parts) + struct.pack(">hi", os.getpid() & 0x7FFF, id(self) & 0x7FFFFFFF)
+        self.counter = itertools.count()
+        t = time.localtime()
+        self.month_start = int(time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
+
+    def next(self) -> str:
+        diff = (int(time.time() * 1000) - self.month_start) & 0x7FFFFFFF
+        return (self.fixed + struct.pack(">iH", diff, next(self.counter) & 0xFFFF)).hex().upper()
+
+
+class Producer(ClientBase):
+    def __init__(self, namesrv: str, group: str = "PID_MQTOOL", retries: int = 2, timeout_s: float = 3.0,
+                 compress_over: int = COMPRESS_OVER, instance: str | None = None):
+        super().__init__(namesrv, timeout_s, instance)
+        self.group = group
+        self.retries = retries
+        self.compress_over = compress_over
+        self.ids = UniqIdMaker(self.client_id.split("@")[0])
+        self._rr = itertools.count()
+        self._heartbeat_sent: set[str] = set()
+
+    def _properties(self, m: OutMessage, uniq: str | None) -> dict[str, str]:
+        props = dict(m.properties)
+        if m.keys:
+            props["KEYS"] = " ".join(m.keys)
+        if m.tags:
+            props["TAGS"] = m.tags
+        if m.delay_level:
+            props["DELAY"] = str(m.delay_level)
+        if uniq:
+            props["UNIQ_KEY"] = uniq
+        props.setdefault("WAIT", "true")
+        return props
+
+    async def _heartbeat(self, addr: str) -> None:
+        if addr in self._heartbeat_sent:
+            return
+        body = jsonbody.dumps({"clientID": self.client_id, "consumerDataSet": [],
+                               "producerDataSet": [{"groupName": self.group}]})
+        await self.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body))
+        self._heartbeat_sent.add(addr)
+
+    def _pick(self, queues: list[MessageQueue], avoid: str | None) -> MessageQueue:
+        for _ in range(len(queues)):
+            q = queues[next(self._rr) % len(queues)]
+            if q.broker_name != avoid:
+                return q
+        return queues[next(self._rr) % len(queues)]
+
+    async def send(self, m: OutMessage, queue: MessageQueue | int | None = None, sharding_key: str | None = None,
+                   oneway: bool = False) -> SendResult | None:
+        uniq = self.ids.next()
+        props = self._properties(m, uniq)
+        body, sys_flag = m.body, 0
+        if len(body) >= self.compress_over:
+            body, sys_flag = zlib.compress(body, 5), SYSFLAG_COMPRESSED_ZLIB
+        return await self._send(m.topic, body, format_properties(props), sys_flag, m.flag, queue, sharding_key,
+                                oneway, uniq, batch=False)
+
+    async def send_batch(self, msgs: list[OutMessage], queue: MessageQueue | int | None = None) -> SendResult:
+        topics = {m.topic for m in msgs}
+        if len(topics) != 1:
+            raise ValueError("a batch must have one topic")
+        entries, ids = [], []
+        for m in msgs:
+            uniq = self.ids.next()
+            ids.append(uniq)
+            props = self._properties(m, uniq)
+            props.pop("WAIT", None)
+            entries.append((m.flag, m.body, format_properties(props)))
+        res = await self._send(msgs[0].topic, encode_batch(entries), "WAIT\x01true", 0, 0, queue, None, False,
+                               ",".join(ids), batch=True)
+        return res
+
+    async def _send(self, topic, body, props_text, sys_flag, flag, queue, sharding_key, oneway, uniq, batch):
+        route = await self.route(topic)
+        queues = route.write_queues()
+        if not queues:
+            raise RemotingCommandError(ResponseCode.TOPIC_NOT_EXIST, f"no writable queue for topic {topic}", "send")
+        avoid, last_exc = None, None
+        for attempt in range(1 + (0 if queue is not None or sharding_key else self.retries)):
+            if isinstance(queue, MessageQueue):
+                mq = queue
+            elif isinstance(queue, int):
+                mq = next((q for q in queues if q.queue_id == queue), None) or queues[queue % len(queues)]
+            elif sharding_key is not None:
+                mq = queues[(zlib.crc32(sharding_key.encode()) & 0x7FFFFFFF) % len(queues)]
+            else:
+                mq = self._pick(queues, avoid)
+            addr = route.master(mq.broker_name)
+            header = SendMessageRequestHeader(self.group, topic, "TBW102", 4, mq.queue_id, sys_flag,
+                                              int(time.time() * 1000), flag, props_text, 0, False, batch)
+            code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+            cmd = RemotingCommand.request(code, send_header_to_v2(header), body, oneway=oneway)
+            try:
+                await self._heartbeat(addr)
+                if oneway:
+                    await self.remoting.invoke_oneway(addr, cmd)
+                    return None
+                resp = await self.invoke(addr, cmd)
+                if resp.code not in SEND_OK_CODES:
+                    raise RemotingCommandError(resp.code, resp.remark, f"send to {mq.broker_name}")
+                return SendResult(SEND_OK_CODES[resp.code], uniq, resp.ext_fields.get("msgId", ""), mq.broker_name,
+                                  int(resp.ext_fields.get("queueId", mq.queue_id)),
+                                  int(resp.ext_fields.get("queueOffset", -1)))
+            except RemotingCommandError as exc:
+                if exc.code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.MESSAGE_ILLEGAL, ResponseCode.NO_PERMISSION):
+                    raise
+                last_exc, avoid = exc, mq.broker_name
+            except RemotingError as exc:
+                last_exc, avoid = exc, mq.broker_name
+                route = await self.route(topic, refresh=True)
+                queues = route.write_queues() or queues
+        raise last_exc
