@@ -105,3 +105,19 @@ def test_delay_level_message_arrives_no_earlier_than_its_delay(cluster):
     got = {g["body"]: g for g in finish_cpp(c) if "body" in g}
     assert got["delayed by level 2"]["at"] - sent[0]["at"] >= 2000      # level 2 is 2 s in this broker
     assert got["not delayed"]["at"] - sent[1]["at"] < 2000
+
+
+def test_round_trips_between_mqtool_and_the_cpp_client(cluster):
+    from tests.conftest import json_lines, run_cli
+    ns = cluster["namesrv"]
+    sent = msgs("cpp2py", 5)
+    run_cpp("produce", ns, {"topic": "RoundTrip", "messages": sent})
+    got = json_lines(run_cli("consume", "-n", ns, "-t", "RoundTrip", "-e", "--json", check=True).stdout)
+    assert sorted((g["body"], " ".join(g["keys"]), g["tags"], g["properties"]["color"]) for g in got) == \
+        sorted((m["body"], m["keys"], m["tags"], m["props"]["color"]) for m in sent)
+    for i in range(5):
+        run_cli("send", "-n", ns, "-t", "RoundTrip2", "--keys", f"py2cpp-{i}", "--tags", "TagP", "-p", "color=blue",
+                f"from mqtool {i} é中", check=True)
+    pulled = run_cpp("pull", ns, {"topic": "RoundTrip2", "count": 5})
+    assert sorted((p["body"], p["keys"], p["tags"], p["prop"]) for p in pulled) == \
+        sorted((f"from mqtool {i} é中", f"py2cpp-{i}", "TagP", "blue") for i in range(5))

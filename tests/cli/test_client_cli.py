@@ -1,0 +1,85 @@
+"""`mqtool send`, `consume` and the admin commands against real namesrv + broker processes."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import json_lines, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def test_send_consume_round_trip(cluster):
+    ns = cluster["namesrv"]
+    run_cli("topic", "create", "-n", ns, "-t", "CliTopic", "-r", "4", "-w", "4", check=True)
+    one = json_lines(run_cli("send", "-n", ns, "-t", "CliTopic", "--keys", "k1 k2", "--tags", "TagA",
+                             "-p", "color=red", "hello é", "--json", check=True).stdout)
+    assert one[0]["status"] == "SEND_OK" and len(one[0]["msg_id"]) == 32
+    lines = json_lines(run_cli("send", "-n", ns, "-t", "CliTopic", "--json", "--tags", "TagB",
+                               input="a\nb\nc\n", check=True).stdout)
+    assert len(lines) == 3
+    batch = json_lines(run_cli("send", "-n", ns, "-t", "CliTopic", "--json", "--batch", "2", "--queue", "3",
+                               input="x\ny\nz\n", check=True).stdout)
+    assert [b["queue_id"] for b in batch] == [3, 3, 3]
+    got = json_lines(run_cli("consume", "-n", ns, "-t", "CliTopic", "-e", "--json", check=True).stdout)
+    assert sorted(g["body"] for g in got) == ["a", "b", "c", "hello é", "x", "y", "z"]
+    first = next(g for g in got if g["body"] == "hello é")
+    assert first["keys"] == ["k1", "k2"] and first["tags"] == "TagA" and first["properties"]["color"] == "red"
+    assert first["msg_id"] == one[0]["msg_id"]
+    tagged = json_lines(run_cli("consume", "-n", ns, "-t", "CliTopic", "-e", "--json", "--tag", "TagB",
+                                check=True).stdout)
+    assert sorted(g["body"] for g in tagged) == ["a", "b", "c"]
+    fmt = run_cli("consume", "-n", ns, "-t", "CliTopic", "-e", "--queue", "3", "--format", "%q:%o:%b",
+                  check=True).stdout.split()
+    assert fmt == ["3:0:x", "3:1:y", "3:2:z"]
+    last_two = json_lines(run_cli("consume", "-n", ns, "-t", "CliTopic", "-e", "--queue", "3", "--from", "-2",
+                                  "--json", check=True).stdout)
+    assert [g["body"] for g in last_two] == ["y", "z"]
+
+
+def test_group_consume_commits_offsets_and_progress(cluster):
+    ns = cluster["namesrv"]
+    run_cli("topic", "create", "-n", ns, "-t", "GroupTopic", "-r", "2", "-w", "2", check=True)
+    run_cli("send", "-n", ns, "-t", "GroupTopic", input="\n".join(f"m{i}" for i in range(10)) + "\n", check=True)
+    got = json_lines(run_cli("consume", "-n", ns, "-t", "GroupTopic", "-g", "CLI_GROUP", "--from", "beginning",
+                             "-c", "10", "--json", check=True).stdout)
+    assert sorted(g["body"] for g in got) == sorted(f"m{i}" for i in range(10))
+    progress = json_lines(run_cli("group", "progress", "-n", ns, "-g", "CLI_GROUP", "--json", check=True).stdout)
+    assert progress and sum(p["lag"] for p in progress) == 0 and sum(p["broker_offset"] for p in progress) == 10
+    again = run_cli("consume", "-n", ns, "-t", "GroupTopic", "-g", "CLI_GROUP", "--idle-timeout", "2", "--json")
+    assert again.returncode == 0 and json_lines(again.stdout) == []     # committed: nothing left
+
+
+def test_admin_commands(cluster):
+    ns = cluster["namesrv"]
+    run_cli("topic", "create", "-n", ns, "-t", "AdminTopic", "-r", "3", "-w", "3", check=True)
+    assert {"topic": "AdminTopic"} in json_lines(run_cli("topic", "list", "-n", ns, "--json", check=True).stdout)
+    route = json_lines(run_cli("topic", "route", "-n", ns, "-t", "AdminTopic", "--json", check=True).stdout)[0]
+    assert route["queueDatas"][0]["writeQueueNums"] == 3
+    sent = json_lines(run_cli("send", "-n", ns, "-t", "AdminTopic", "--keys", "find-me", "x", "--json",
+                              check=True).stdout)[0]
+    status = json_lines(run_cli("topic", "status", "-n", ns, "-t", "AdminTopic", "--json", check=True).stdout)
+    assert sum(s["max_offset"] for s in status) == 1
+    found = json_lines(run_cli("message", "query", "-n", ns, "-t", "AdminTopic", "-k", "find-me", "--json",
+                               check=True).stdout)
+    assert [f["msg_id"] for f in found] == [sent["msg_id"]]
+    clusters = json_lines(run_cli("cluster", "list", "-n", ns, "--json", check=True).stdout)
+    assert clusters[0]["address"] == cluster["broker"]
+    runtime = json_lines(run_cli("broker", "status", "-n", ns, "-b", cluster["broker"], "--json", check=True).stdout)[0]
+    assert int(runtime["commitLogMaxOffset"]) > 0
+    alias = run_cli("topicList", "-n", ns, "--json", check=True)     # mqadmin's name still works
+    assert "AdminTopic" in alias.stdout
+    run_cli("topic", "delete", "-n", ns, "-t", "AdminTopic", check=True)
+    assert {"topic": "AdminTopic"} not in json_lines(run_cli("topic", "list", "-n", ns, "--json", check=True).stdout)
+
+
+@pytest.mark.parametrize("args,code,text", [
+    (("send", "-n", "127.0.0.1:1", "-t", "T", "x"), 1, "cannot connect"),
+    (("send", "-n", "{ns}", "-t", "NoSuchTopicAnywhere", "-f", "/no/such/file"), 2, "no such file"),
+    (("consume", "-n", "{ns}", "-t", "NoSuchTopicAnywhere", "-e"), 1, "TOPIC_NOT_EXIST"),
+    (("consume", "-n", "{ns}", "-t", "T", "--from", "someday"), 2, "--from must be"),
+    (("send", "-n", "{ns}", "-t", "T", "-p", "novalue", "x"), 2, "--property must be k=v"),
+])
+def test_bad_input(cluster, args, code, text):
+    proc = run_cli(*(a.replace("{ns}", cluster["namesrv"]) for a in args))
+    assert proc.returncode == code, proc.stderr
+    assert text in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,82 @@
+"""Real `mqtool namesrv` and `mqtool broker` processes on 127.0.0.1 for end-to-end tests."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parent.parent
+
+# Short delay levels so retries and delayed messages arrive within the test's time.
+FAST_LEVELS = "1s 2s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_line(proc, needle: str, timeout: float = 30) -> list[str]:
+    lines, deadline = [], time.time() + timeout
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            if proc.poll() is not None:
+                break
+            continue
+        lines.append(line)
+        if needle in line:
+            return lines
+    raise AssertionError(f"never saw {needle!r}; output:\n{''.join(lines)}")
+
+
+class Process:
+    """A server started with `python -m mqtool ...`; stopped by its PID with SIGTERM."""
+
+    def __init__(self, args: list[str], ready: str):
+        self.proc = subprocess.Popen([sys.executable, "-m", "mqtool", *args], cwd=REPO, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.startup = wait_for_line(self.proc, ready)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self.proc.stderr.close()
+        return self.proc.returncode
+
+
+def start_broker(tmp: Path, ns: str, name: str = "broker-a", extra: str = "") -> tuple[Process, str]:
+    port = free_port()
+    conf = tmp / f"{name}.conf"
+    conf.write_text(f"brokerClusterName=DefaultCluster\nbrokerName={name}\nmessageDelayLevel={FAST_LEVELS}\n"
+                    f"transactionCheckInterval=1000\ntransactionTimeOut=500\n{extra}")
+    proc = Process(["broker", "start", "-n", ns, "-c", str(conf), "--listen", f"127.0.0.1:{port}",
+                    "--store-dir", str(tmp / f"store-{name}")], "boot success")
+    return proc, f"127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cluster")
+    ns_port = free_port()
+    ns = Process(["namesrv", "start", "--listen", f"127.0.0.1:{ns_port}", "--kv-config", str(tmp / "kv.json")],
+                 "boot success")
+    ns_addr = f"127.0.0.1:{ns_port}"
+    broker, broker_addr = start_broker(tmp, ns_addr)
+    yield {"namesrv": ns_addr, "broker": broker_addr, "tmp": tmp, "broker_proc": broker}
+    assert broker.stop() == 0
+    assert ns.stop() == 0
+
+
