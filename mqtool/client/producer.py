@@ -9,7 +9,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from mqtool.broker.messages import encode_batch
-from mqtool.client.base import ClientBase, MessageQueue, check
+from mqtool.client.base import ClientBase, MessageQueue, TopicRoute
 from remoting import jsonbody
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -18,6 +18,7 @@ from remoting.headers import SendMessageRequestHeader, send_header_to_v2
 from store.properties import format_properties
 
 COMPRESS_OVER = 4096
+DEFAULT_TOPIC = "TBW102"
 SYSFLAG_COMPRESSED_ZLIB = 0x1 | (3 << 8)
 SEND_OK_CODES = {ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
                  ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
@@ -124,8 +125,21 @@ class Producer(ClientBase):
                                ",".join(ids), batch=True)
         return res
 
+    async def publish_route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        """The topic's route, or, for a topic no broker has yet, the default topic's (TBW102) brokers
+        with 4 queues: the broker then creates the topic on first send (autoCreateTopicEnable)."""
+        try:
+            return await self.route(topic, refresh)
+        except RemotingCommandError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+        default = await self.route(DEFAULT_TOPIC, refresh=True)
+        queues = [dict(q, readQueueNums=min(4, q["readQueueNums"]), writeQueueNums=min(4, q["writeQueueNums"]))
+                  for q in default.queues]
+        return TopicRoute(topic, default.brokers, queues, default.fetched)
+
     async def _send(self, topic, body, props_text, sys_flag, flag, queue, sharding_key, oneway, uniq, batch):
-        route = await self.route(topic)
+        route = await self.publish_route(topic)
         queues = route.write_queues()
         if not queues:
             raise RemotingCommandError(ResponseCode.TOPIC_NOT_EXIST, f"no writable queue for topic {topic}", "send")
@@ -161,6 +175,6 @@ class Producer(ClientBase):
                 last_exc, avoid = exc, mq.broker_name
             except RemotingError as exc:
                 last_exc, avoid = exc, mq.broker_name
-                route = await self.route(topic, refresh=True)
+                route = await self.publish_route(topic, refresh=True)
                 queues = route.write_queues() or queues
         raise last_exc
