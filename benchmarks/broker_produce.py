@@ -1,0 +1,197 @@
+"""Benchmark: producer.sh-style load on `mqtool broker` (issue 4) with the official C++ client.
+
+Starts `mqtool broker` (embedded name server) as a process on 127.0.0.1, then for a fixed time
+runs 1 and 4 sync sending threads (and 4 processes) of 128-byte messages with the C++ client
+(rocketmq==0.4.4), and a pull consumer draining the topic. Reports TPS, average/p99/max RT,
+failures, the broker's CPU time per message (from /proc), the flush mode, and beside them a raw
+loopback round-trip rate (a plain-socket echo of the same frame size) measured in the same run.
+The Python client (mqtool's own) is measured the same way for comparison.
+
+    python benchmarks/broker_produce.py [--seconds 10] [--quick] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CLK = os.sysconf("SC_CLK_TCK")
+
+PRODUCER = r"""
+import sys, time, json, threading
+from rocketmq.client import Producer, Message
+ns, topic, threads, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+p = Producer("PID_BENCH_%d" % threading.get_ident()); p.set_namesrv_addr(ns); p.start()
+body = "x" * 128
+rts, fails = [], [0]
+stop = time.perf_counter() + seconds
+def run():
+    while time.perf_counter() < stop:
+        m = Message(topic); m.set_body(body)
+        t0 = time.perf_counter()
+        try:
+            p.send_sync(m); rts.append(time.perf_counter() - t0)
+        except Exception:
+            fails[0] += 1
+ts = [threading.Thread(target=run) for _ in range(threads)]
+[t.start() for t in ts]; [t.join() for t in ts]
+p.shutdown()
+print(json.dumps({"rts": rts, "fails": fails[0]}))
+"""
+
+PULLER = r"""
+import sys, time, json
+from rocketmq.client import PullConsumer
+ns, topic, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
+c = PullConsumer("CID_BENCH"); c.set_namesrv_addr(ns); c.start()
+n, t0 = 0, time.perf_counter()
+for _ in c.pull(topic):
+    n += 1
+    if n >= want: break
+dt = time.perf_counter() - t0
+c.shutdown()
+print(json.dumps({"messages": n, "seconds": dt}))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+def loopback_rtt_rate(seconds: float) -> float:
+    """Round trips per second of a 200-byte request / 100-byte reply over a plain TCP socket."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+
+    def echo():
+        c, _ = srv.accept()
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            d = c.recv(200)
+            if not d:
+                break
+            c.sendall(d[:100])
+        c.close()
+    threading.Thread(target=echo, daemon=True).start()
+    cli = socket.create_connection(("127.0.0.1", port))
+    cli.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    n, stop, msg = 0, time.perf_counter() + seconds, b"x" * 200
+    t0 = time.perf_counter()
+    while time.perf_counter() < stop:
+        cli.sendall(msg)
+        got = 0
+        while got < 100:
+            got += len(cli.recv(100 - got))
+        n += 1
+    rate = n / (time.perf_counter() - t0)
+    cli.close()
+    srv.close()
+    return rate
+
+
+def summarize(rts: list[float], fails: int, seconds: float) -> dict:
+    rts = sorted(rts)
+    if not rts:
+        return {"tps": 0, "failures": fails}
+    return {"tps": round(len(rts) / seconds), "avg_rt_ms": round(1000 * sum(rts) / len(rts), 3),
+            "p99_rt_ms": round(1000 * rts[max(0, int(len(rts) * 0.99) - 1)], 3),
+            "max_rt_ms": round(1000 * rts[-1], 3), "failures": fails, "messages": len(rts)}
+
+
+def run_producers(ns: str, topic: str, threads: int, procs: int, seconds: float, broker_pid: int) -> dict:
+    cpu0 = cpu_seconds(broker_pid)
+    ps = [subprocess.Popen([sys.executable, "-c", PRODUCER, ns, topic, str(threads), str(seconds)],
+                           stdout=subprocess.PIPE, text=True) for _ in range(procs)]
+    outs = [json.loads(p.communicate(timeout=seconds + 60)[0].strip().splitlines()[-1]) for p in ps]
+    cpu = cpu_seconds(broker_pid) - cpu0
+    rts = [r for o in outs for r in o["rts"]]
+    res = summarize(rts, sum(o["fails"] for o in outs), seconds)
+    res.update(threads=threads, processes=procs,
+               broker_cpu_ms_per_msg=round(1000 * cpu / max(len(rts), 1), 4))
+    return res
+
+
+def python_client(ns: str, topic: str, threads: int, count: int) -> dict:
+    out = subprocess.run([sys.executable, "-m", "mqtool", "send", "-n", ns, "-t", topic, "--count", str(count),
+                          "--threads", str(threads), "--json"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    seconds = 1.0 if args.quick else args.seconds
+    try:
+        import rocketmq.client  # noqa: F401
+    except Exception as exc:  # noqa: BLE001
+        print(json.dumps({"skipped": f"C++ client not loadable: {exc}"}))
+        return 0
+    tmp = Path(tempfile.mkdtemp(prefix="mqtool-bench-broker-"))
+    port, ns_port = free_port(), free_port()
+    ns = f"127.0.0.1:{ns_port}"
+    broker = subprocess.Popen([sys.executable, "-m", "mqtool", "broker", "start", "--listen", f"127.0.0.1:{port}",
+                               "--store-dir", str(tmp / "store"), "--embedded-namesrv", ns], cwd=REPO,
+                              stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        for line in broker.stderr:
+            if "boot success" in line:
+                break
+        threading.Thread(target=lambda: [None for _ in broker.stderr], daemon=True).start()
+        subprocess.run([sys.executable, "-m", "mqtool", "topic", "create", "-n", ns, "-t", "BenchTopic", "-r", "4",
+                        "-w", "4"], cwd=REPO, check=True, capture_output=True, timeout=60)
+        rtt = loopback_rtt_rate(seconds)
+        one = run_producers(ns, "BenchTopic", 1, 1, seconds, broker.pid)
+        four = run_producers(ns, "BenchTopic", 4, 1, seconds, broker.pid)
+        four_procs = run_producers(ns, "BenchTopic", 1, 4, seconds, broker.pid)
+        total = one.get("messages", 0) + four.get("messages", 0) + four_procs.get("messages", 0)
+        pull = subprocess.run([sys.executable, "-c", PULLER, ns, "BenchTopic", str(total)], capture_output=True,
+                              text=True, timeout=300)
+        pulled = json.loads(pull.stdout.strip().splitlines()[-1])
+        py_count = 500 if args.quick else 5000
+        result = {
+            "machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
+            "mode": {"flushDiskType": "ASYNC_FLUSH", "message_bytes": 128, "seconds_per_run": seconds,
+                     "client": "C++ client rocketmq==0.4.4 (sync sends)"},
+            "baseline": {"loopback_round_trips_per_s": round(rtt)},
+            "cpp_1_thread": one, "cpp_4_threads": four, "cpp_4_processes": four_procs,
+            "cpp_pull": {"messages": pulled["messages"],
+                         "msg_per_s": round(pulled["messages"] / pulled["seconds"]) if pulled["seconds"] else 0},
+            "python_client_1_thread": python_client(ns, "BenchTopic", 1, py_count),
+            "python_client_4_tasks": python_client(ns, "BenchTopic", 4, py_count),
+        }
+        for k in ("cpp_1_thread", "cpp_4_threads", "cpp_4_processes"):
+            result[k]["vs_loopback_rtt"] = round(result[k]["tps"] / rtt, 3) if rtt else None
+        print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+        return 0
+    finally:
+        broker.send_signal(signal.SIGTERM)
+        broker.wait(30)
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

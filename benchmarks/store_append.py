@@ -1,0 +1,146 @@
+"""Benchmark: the storage engine (issue 3).
+
+Reports, in one run on the same disk:
+  * baseline: raw sequential write bandwidth (os.write of 1 MiB blocks into a pre-sized file,
+    then fsync), MB/s;
+  * ASYNC_FLUSH append throughput for 128 B, 1 KiB and 16 KiB bodies (msg/s, MB/s, ratio to raw);
+  * SYNC_FLUSH with 1, 16 and 64 writer threads (msg/s; group commit shares fsyncs);
+  * dispatch lag under load (bytes not yet in consume queues/index after the last put);
+  * recovery time per GiB of commitlog, normal and abnormal;
+  * anonymous memory (RssAnon) before and after, which must stay flat as the store grows.
+
+    python benchmarks/store_append.py [--quick] [--mib 256] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from store.messagestore import Message, MessageStore  # noqa: E402
+from store.storeconfig import MessageStoreConfig  # noqa: E402
+
+
+def rss_anon_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return -1
+
+
+def raw_write_mbps(d: Path, mib: int) -> float:
+    path = d / "raw.bin"
+    block = os.urandom(1 << 20)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, mib << 20)
+    t0 = time.perf_counter()
+    for _ in range(mib):
+        os.write(fd, block)
+    os.fsync(fd)
+    dt = time.perf_counter() - t0
+    os.close(fd)
+    path.unlink()
+    return mib / dt * 1.048576
+
+
+def cfg(root: Path, **kw) -> MessageStoreConfig:
+    return MessageStoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=256 << 20, **kw)
+
+
+def append_run(root: Path, size: int, total_bytes: int) -> dict:
+    body = os.urandom(size)
+    n = max(1000, total_bytes // (size + 150))
+    with MessageStore(cfg(root)) as s:
+        t0 = time.perf_counter()
+        for i in range(n):
+            s.put(Message("Bench", i & 7, body, {"KEYS": f"k{i}", "TAGS": "A"}))
+        dt = time.perf_counter() - t0
+        written = s.commitlog_max_offset
+        lag = s.dispatch_behind_bytes
+    return {"size": size, "messages": n, "msg_per_s": round(n / dt), "MBps": round(written / dt / 1e6, 1),
+            "dispatch_lag_bytes": lag}
+
+
+def sync_run(root: Path, threads: int, seconds: float) -> dict:
+    body = os.urandom(128)
+    stop = time.perf_counter() + seconds
+    counts = [0] * threads
+    with MessageStore(cfg(root, flushDiskType="SYNC_FLUSH")) as s:
+        def worker(k):
+            while time.perf_counter() < stop:
+                s.put(Message("Sync", k & 7, body, {"KEYS": "k"}))
+                counts[k] += 1
+        ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+        t0 = time.perf_counter()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        dt = time.perf_counter() - t0
+    return {"threads": threads, "msg_per_s": round(sum(counts) / dt)}
+
+
+def recovery_run(root: Path) -> dict:
+    size = sum(p.stat().st_size for p in (root / "commitlog").iterdir())
+    used = MessageStore(cfg(root)).start()
+    used_bytes = used.commitlog_max_offset
+    used.shutdown()
+    t0 = time.perf_counter()
+    MessageStore(cfg(root)).start().shutdown()
+    normal = time.perf_counter() - t0
+    (root / "abort").touch()
+    (root / "checkpoint").write_bytes(bytes(4096))     # worst case: scan from the first file
+    t0 = time.perf_counter()
+    MessageStore(cfg(root)).start().shutdown()
+    abnormal = time.perf_counter() - t0
+    gib = used_bytes / 2**30
+    return {"commitlog_bytes": used_bytes, "file_bytes": size, "normal_s_per_GiB": round(normal / gib, 2),
+            "abnormal_s_per_GiB": round(abnormal / gib, 2)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--mib", type=int, default=256, help="data per append run")
+    ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    mib = 16 if args.quick else args.mib
+    secs = 1.0 if args.quick else 5.0
+    base = Path(tempfile.mkdtemp(prefix="mqtool-append-", dir=args.dir))
+    try:
+        rss0 = rss_anon_kib()
+        raw = raw_write_mbps(base, mib)
+        appends = []
+        for size in (128, 1024, 16384):
+            r = append_run(base / f"a{size}", size, mib << 20)
+            r["vs_raw_write"] = round(r["MBps"] / raw, 3)
+            appends.append(r)
+        syncs = [sync_run(base / f"s{t}", t, secs) for t in (1, 16, 64)]
+        recovery = recovery_run(base / "a1024")
+        result = {
+            "machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
+            "data": {"mib_per_append_run": mib, "sync_seconds": secs, "mode": "ASYNC_FLUSH unless noted",
+                     "disk": str(base)},
+            "baseline": {"raw_sequential_write_MBps": round(raw, 1)},
+            "append_async": appends, "sync_flush": syncs, "recovery": recovery,
+            "memory": {"rss_anon_start_kib": rss0, "rss_anon_end_kib": rss_anon_kib()},
+        }
+        print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+        return 0
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
