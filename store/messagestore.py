@@ -22,6 +22,7 @@ from .indexwriter import IndexService
 from .lockfile import StoreLock, create_abort, remove_abort
 from .mappedfile import MappedFile, MappedFileQueue
 from .msgid import create_offset_msg_id
+from .properties import format_properties, parse_properties
 from .storeconfig import MessageStoreConfig
 
 NOT_DISPATCHED = (TransactionType.TRANSACTION_PREPARED_TYPE, TransactionType.TRANSACTION_ROLLBACK_TYPE)
@@ -251,9 +252,8 @@ class MessageStore:
         return None
 
     def _record(self, m: Message, store_ts: int) -> MessageRecord:
-        from .properties import format_properties
         text = m.properties_text if m.properties_text is not None else format_properties(m.properties)
-        props = m.properties if m.properties_text is None else _parse(text)
+        props = m.properties if m.properties_text is None else parse_properties(text)
         sys_flag = m.sys_flag
         if len(m.born_host[0]) == 16:
             sys_flag |= 0x10
@@ -500,7 +500,3 @@ class MessageStore:
     def topics(self) -> set[str]:
         return {t for t, _ in self.queues}
 
-
-def _parse(text: str) -> dict:
-    from .properties import parse_properties
-    return parse_properties(text)
