@@ -11,6 +11,7 @@ from mqtool.cli import broker as broker_cmds
 from mqtool.cli.consume import consume
 from mqtool.cli.send import send
 from mqtool.cli import namesrv as namesrv_cmds
+from mqtool.cli import spark as spark_cmds
 from mqtool.cli import store as store_cmds
 from mqtool.cli.errors import fail, quiet_broken_pipe
 
@@ -38,6 +39,7 @@ def _root(version: bool = typer.Option(False, "--version", "-V", callback=_versi
 app.add_typer(store_cmds.app, name="store", rich_help_panel="Store (offline, read-only)")
 app.add_typer(namesrv_cmds.app, name="namesrv", rich_help_panel="Servers")
 app.add_typer(broker_cmds.app, name="broker", rich_help_panel="Servers")
+app.add_typer(spark_cmds.app, name="spark", rich_help_panel="Spark jobs")
 app.command(rich_help_panel="Messages")(send)
 app.command(rich_help_panel="Messages")(consume)
 app.add_typer(admin_cmds.topic_app, name="topic", rich_help_panel="Administration")

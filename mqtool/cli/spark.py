@@ -1,0 +1,102 @@
+"""`mqtool spark ...`: PySpark jobs over a store directory."""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+from mqtool.cli.errors import EXIT_PROBLEMS, UsageError, err_console
+from mqtool.cli.output import console, emit_json, parse_time, table
+
+app = typer.Typer(help="Spark jobs: export topics to Parquet.", no_args_is_help=True)
+MODES = {"overwrite": "overwrite", "append": "append", "error": "errorifexists"}
+
+
+def _follow(spark, stop: threading.Event) -> None:
+    """A progress bar over the job's tasks, from Spark's status tracker."""
+    tracker = spark.sparkContext.statusTracker()
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+        task = bar.add_task("spark tasks", total=None)
+        while not stop.wait(0.3):
+            total = done = 0
+            for sid in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(sid)
+                if info:
+                    total += info.numTasks
+                    done += info.numCompletedTasks
+            if total:
+                bar.update(task, total=total, completed=done)
+
+
+@app.command()
+def export(
+    store_root: Annotated[Path, typer.Argument(help="The store root (storePathRootDir).")],
+    out: Annotated[str, typer.Option("--out", "-o", help="Parquet output directory.")],
+    topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", help="Topic or glob, repeatable.")] = None,
+    since: Annotated[Optional[str], typer.Option("--since")] = None,
+    until: Annotated[Optional[str], typer.Option("--until")] = None,
+    include_system_topics: Annotated[bool, typer.Option("--include-system-topics")] = False,
+    partition_by: Annotated[Optional[str], typer.Option("--partition-by", help="e.g. topic,store_date")] = None,
+    mode: Annotated[Optional[str], typer.Option("--mode", help="overwrite, append or error")] = None,
+    skip_corrupt: Annotated[bool, typer.Option("--skip-corrupt")] = False,
+    master: Annotated[str, typer.Option("--master")] = "local[*]",
+    conf: Annotated[Optional[list[str]], typer.Option("--conf", help="k=v, passed to Spark.")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Export the store's messages to Parquet, one row per message."""
+    from mqtool.spark.export import plan_splits, run_export
+    from mqtool.spark.session import spark_session
+    if mode is not None and mode not in MODES:
+        raise UsageError("--mode must be overwrite, append or error")
+    out_path = Path(out)
+    if "://" not in out and out_path.exists() and mode is None:
+        raise UsageError(f"{out} exists: pass --mode overwrite|append|error")
+    parts = [p.strip() for p in partition_by.split(",")] if partition_by else None
+    for p in parts or []:
+        if p not in ("topic", "store_date", "queue_id"):
+            raise UsageError(f"--partition-by takes topic, store_date or queue_id, not {p!r}")
+    extra = {}
+    for c in conf or []:
+        k, sep, v = c.partition("=")
+        if not sep:
+            raise UsageError(f"--conf must be k=v, not {c!r}")
+        extra[k] = v
+    splits = plan_splits(store_root)
+    if not splits:
+        raise UsageError(f"{store_root}: the store has no commitlog files")
+    t0 = time.perf_counter()
+    spark, log_file = spark_session(master, extra)
+    stop = threading.Event()
+    follower = threading.Thread(target=_follow, args=(spark, stop), daemon=True)
+    follower.start()
+    try:
+        result = run_export(spark, str(store_root), out, topic, parse_time(since), parse_time(until),
+                            include_system_topics, parts, MODES[mode or "error"], skip_corrupt)
+    except Exception as exc:  # noqa: BLE001 - Java errors become one line; details are in the log
+        raise UsageError(f"the Spark job failed: {str(exc).splitlines()[0][:300]} (full log: {log_file})") from None
+    finally:
+        stop.set()
+        follower.join(2)
+        spark.stop()
+    result["seconds"] = round(time.perf_counter() - t0, 2)
+    result["spark_log"] = str(log_file)
+    for c in result["corrupt"]:
+        err_console.print(f"mqtool: corrupt data in {c['file']} from {c['position']}: {c['detail']} "
+                          f"({c['invalid_bytes']} invalid bytes)", markup=False)
+    if json_out:
+        emit_json(result)
+    elif result["written"]:
+        t = table("topic", "rows", title="Exported")
+        for k, v in result["per_topic"].items():
+            t.add_row(k, str(v))
+        console.print(t)
+        console.print(f"{result['messages']} messages, {result['bytes']} bytes from {result['files']} commitlog "
+                      f"files in {result['seconds']} s -> {out}")
+    if not result["written"]:
+        err_console.print("mqtool: nothing written; pass --skip-corrupt to export the intact records", markup=False)
+        raise typer.Exit(EXIT_PROBLEMS)

@@ -1,0 +1,1 @@
+"""PySpark jobs over store directories: pure functions over the store readers, one module per job."""
