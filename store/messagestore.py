@@ -25,6 +25,7 @@ from .msgid import create_offset_msg_id
 from .properties import format_properties, parse_properties
 from .storeconfig import MessageStoreConfig
 
+CLEAN_INTERVAL_S = 10.0   # cleanResourceInterval
 NOT_DISPATCHED = (TransactionType.TRANSACTION_PREPARED_TYPE, TransactionType.TRANSACTION_ROLLBACK_TYPE)
 
 
@@ -111,6 +112,7 @@ class MessageStore:
         self._cp_file: MappedFile | None = None
         self._last_dispatched_ts = 0
         self._index_full_ts = 0
+        self.last_retention = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -130,6 +132,7 @@ class MessageStore:
         self.index.on_full = self._index_full
         self._spawn(self._flush_commitlog_loop, "commitlog-flush")
         self._spawn(self._flush_queues_loop, "consumequeue-flush")
+        self._spawn(self._clean_loop, "clean-expired")
         return self
 
     def _spawn(self, target, name) -> None:
@@ -348,6 +351,13 @@ class MessageStore:
         interval = self.cfg.flushIntervalConsumeQueue / 1000
         while not self._stop.wait(interval):
             self._flush_queues()
+
+    def _clean_loop(self) -> None:
+        from .retention import delete_expired
+        while not self._stop.wait(CLEAN_INTERVAL_S):
+            report = delete_expired(self)
+            if report.commitlog_deleted:
+                self.last_retention = report
 
     def _index_full(self, end_ts: int) -> None:
         self.checkpoint.index_msg_timestamp = end_ts

@@ -116,9 +116,16 @@ def verify_store(root, delay_levels: str | None = None, progress=None) -> Verify
     return report
 
 
+def _commitlog_min(paths: StorePaths) -> int:
+    from .mappedfiles import list_mapped_files
+    files = list_mapped_files(paths.commitlog) if paths.commitlog.is_dir() else []
+    return files[0].start if files else 0
+
+
 def _verify_consume_queues(paths: StorePaths, records: dict[int, _Rec], report: VerifyReport) -> None:
     if not paths.consumequeue.is_dir():
         return
+    cl_min = _commitlog_min(paths)
     covered: set[int] = set()
     for q in list_queues(paths.consumequeue):
         files = queue_files(q)
@@ -142,6 +149,8 @@ def _verify_consume_queues(paths: StorePaths, records: dict[int, _Rec], report: 
                 off, size = offs[i], sizes[i]
                 if size == INT32_MAX and off == 0:
                     continue  # fillPreBlank
+                if off < cl_min:
+                    continue  # its commitlog file was deleted by retention: expired, not wrong
                 report.queue_units += 1
                 rec = records.get(off)
                 where = (f.path, i * CQ_UNIT_SIZE)
@@ -173,6 +182,7 @@ def _verify_consume_queues(paths: StorePaths, records: dict[int, _Rec], report: 
 
 
 def _verify_index(paths: StorePaths, records: dict[int, _Rec], report: VerifyReport) -> None:
+    cl_min = _commitlog_min(paths)
     for path in index_files(paths.root):
         with ReadOnlyMap(path) as m:
             try:
@@ -187,6 +197,8 @@ def _verify_index(paths: StorePaths, records: dict[int, _Rec], report: VerifyRep
         report.index_entries += len(hashes)
         for n, (h, off, prev) in enumerate(zip(hashes, phys, prevs), start=1):
             where = (path, idx.entries_at + n * 20)
+            if off < cl_min:
+                continue  # expired with its commitlog file
             rec = records.get(off)
             if rec is None:
                 report.add("index", *where, f"entry {n} points at commitlog offset {off}, where no valid record starts")

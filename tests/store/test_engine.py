@@ -149,3 +149,30 @@ def test_get_statuses_and_lookups(tmp_path):
         assert s.offset_by_time("T", 0, times[5]) <= 5 and s.offset_by_time("T", 0, times[-1] + 10_000) == 10
         assert s.earliest_time("T", 0) == times[0]
         assert s.put(Message("T", 0, b"x" * (4 * 1024 * 1024 + 1))).status is PutStatus.MESSAGE_ILLEGAL
+
+
+def test_retention_deletes_expired_files_and_followers(tmp_path):
+    import os
+    import time
+    from store.retention import delete_expired
+    root = tmp_path / "s"
+    cfg = config(root, mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=400, fileReservedTime=1,
+                 deleteWhen="04", diskMaxUsedSpaceRatio=99)
+    with MessageStore(cfg) as s:
+        for i in range(2500):
+            s.put(msg(i, queue=0))
+        files = list(s.commitlog.files)
+        assert len(files) > 4
+        at_four = time.mktime(time.strptime("2030-01-02 04:30", "%Y-%m-%d %H:%M"))
+        for f in files:
+            os.utime(f.path, (at_four - 600, at_four - 600))             # recent: kept
+        for f in files[:3]:
+            os.utime(f.path, (at_four - 2 * 3600, at_four - 2 * 3600))   # older than fileReservedTime=1h
+        assert not delete_expired(s, at_four + 6 * 3600).commitlog_deleted   # 10:30 is not deleteWhen 04
+        report = delete_expired(s, at_four)
+        assert [p.rsplit("/", 1)[1] for p in report.commitlog_deleted] == [f.path.name for f in files[:3]]
+        assert report.consumequeue_deleted and s.commitlog_min_offset == files[3].start
+        low = s.min_offset("T", 0)
+        assert low > 0 and s.get("T", 0, 0, 1).status is GetStatus.OFFSET_TOO_SMALL
+        assert s.get("T", 0, low, 1).status is GetStatus.FOUND
+    assert verify_store(root).ok
