@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 
 from mqtool.cli.errors import EXIT_PROBLEMS, UsageError, err_console
 from mqtool.cli.output import console, emit_json, parse_time, table
+from store.errors import StoreError
 
 app = typer.Typer(help="Spark jobs: export topics to Parquet.", no_args_is_help=True)
 MODES = {"overwrite": "overwrite", "append": "append", "error": "errorifexists"}
@@ -100,3 +101,49 @@ def export(
     if not result["written"]:
         err_console.print("mqtool: nothing written; pass --skip-corrupt to export the intact records", markup=False)
         raise typer.Exit(EXIT_PROBLEMS)
+
+
+@app.command("rebuild-index")
+def rebuild_index(
+    store_root: Annotated[Path, typer.Argument(help="The store root (storePathRootDir).")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="New store root (default: beside the store).")] = None,
+    in_place: Annotated[bool, typer.Option("--in-place", help="Replace the store's own consume queues and index.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm --in-place.")] = False,
+    mapped_file_size_consume_queue: Annotated[int, typer.Option("--mapped-file-size-consume-queue")] = 6_000_000,
+    max_hash_slot_num: Annotated[int, typer.Option("--max-hash-slot-num")] = 5_000_000,
+    max_index_num: Annotated[int, typer.Option("--max-index-num")] = 20_000_000,
+    message_delay_level: Annotated[str, typer.Option("--message-delay-level")] = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+    master: Annotated[str, typer.Option("--master")] = "local[*]",
+    conf: Annotated[Optional[list[str]], typer.Option("--conf", help="k=v, passed to Spark.")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Rebuild every consume queue and the index files from the commitlog."""
+    from mqtool.spark.rebuild import run_rebuild
+    from mqtool.spark.session import spark_session
+    if in_place and not yes:
+        raise UsageError("--in-place rewrites the store's consume queues and index: add --yes (broker stopped)")
+    if in_place and out:
+        raise UsageError("give --out or --in-place, not both")
+    extra = dict(c.partition("=")[::2] for c in conf or [])
+    t0 = time.perf_counter()
+    spark, log_file = spark_session(master, extra)
+    stop = threading.Event()
+    follower = threading.Thread(target=_follow, args=(spark, stop), daemon=True)
+    follower.start()
+    try:
+        result = run_rebuild(spark, store_root, out, in_place, mapped_file_size_consume_queue, max_hash_slot_num,
+                             max_index_num, message_delay_level)
+    except StoreError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise UsageError(f"the Spark job failed: {str(exc).splitlines()[0][:300]} (full log: {log_file})") from None
+    finally:
+        stop.set()
+        follower.join(2)
+        spark.stop()
+    result["seconds"] = round(time.perf_counter() - t0, 2)
+    if json_out:
+        emit_json(result)
+    else:
+        console.print(f"{result['units']} consume queue units in {result['queues']} queues and "
+                      f"{result['index_keys']} index keys written to {result['out']} in {result['seconds']} s")
