@@ -26,25 +26,16 @@ from store_scan import write_store  # noqa: E402
 
 
 def baseline_pyarrow(root: Path, out: Path) -> tuple[int, float]:
-    import pyarrow as pa
+    """One process, the same decoder and Arrow conversion as the Spark tasks, one Parquet writer."""
     import pyarrow.parquet as pq
-    from mqtool.spark.export import COLUMNS, decode_split, plan_splits
-    names = [n for n, _ in COLUMNS]
+    from mqtool.spark.export import arrow_schema, plan_splits, split_batches
     t0 = time.perf_counter()
     n = 0
-    writer = None
-    for split in plan_splits(root):
-        rows = [r for r in decode_split(split, None, None, None, True) if r[0] != "__stop__"]
-        n += len(rows)
-        cols = list(zip(*rows)) if rows else [[] for _ in names]
-        batch = {name: list(col) for name, col in zip(names, cols)}
-        batch["properties"] = [list(p.items()) for p in batch["properties"]]
-        table = pa.table(batch)
-        if writer is None:
-            writer = pq.ParquetWriter(out, table.schema)
-        writer.write_table(table)
-    if writer:
-        writer.close()
+    with pq.ParquetWriter(out, arrow_schema()) as writer:
+        for split in plan_splits(root):
+            for batch in split_batches(split, None, None, None, True):
+                writer.write_batch(batch)
+                n += batch.num_rows
     return n, time.perf_counter() - t0
 
 
