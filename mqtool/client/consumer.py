@@ -125,12 +125,16 @@ class GroupState:
 
 class GroupConsumer(Consumer):
     """Clustering (queues shared by average allocation, offsets on the broker) or broadcasting
-    (every queue, offsets kept locally). Reacts to NOTIFY_CONSUMER_IDS_CHANGED."""
+    (every queue, offsets kept locally). Reacts to NOTIFY_CONSUMER_IDS_CHANGED. In clustering mode
+    the group also consumes its retry topic `%RETRY%group`, as the Java client does."""
 
     def __init__(self, namesrv: str, group: str, topic: str, expression: str = "*", broadcast: bool = False,
-                 start: str = "last", instance: str | None = None):
+                 start: str = "last", instance: str | None = None, retry_topic: bool = True):
         super().__init__(namesrv, group, instance=instance)
         self.topic, self.expression, self.broadcast, self.start_from = topic, expression, broadcast, start
+        self.subs = {topic: expression}
+        if retry_topic and not broadcast:
+            self.subs[RETRY_PREFIX + group] = "*"
         self.state = GroupState()
         self._rebalance = asyncio.Event()
 
@@ -140,33 +144,48 @@ class GroupConsumer(Consumer):
             return None
         return await super().on_request(conn, cmd)
 
+    async def _routes(self) -> dict[str, object]:
+        routes = {}
+        for t in self.subs:
+            try:
+                routes[t] = await self.route(t, refresh=True)
+            except RemotingCommandError as exc:
+                if exc.code != ResponseCode.TOPIC_NOT_EXIST or t == self.topic:
+                    raise
+        return routes
+
     async def heartbeat(self) -> None:
-        sub = {"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": self.expression,
-               "subVersion": int(time.time() * 1000), "tagsSet": [], "topic": self.topic}
+        now = int(time.time() * 1000)
+        subs = [{"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": e,
+                 "subVersion": now, "tagsSet": [], "topic": t} for t, e in self.subs.items()]
         body = jsonbody.dumps({"clientID": self.client_id, "producerDataSet": [], "consumerDataSet": [{
             "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET" if self.start_from == "first" else "CONSUME_FROM_LAST_OFFSET",
             "consumeType": "CONSUME_PASSIVELY", "groupName": self.group,
             "messageModel": "BROADCASTING" if self.broadcast else "CLUSTERING",
-            "subscriptionDataSet": [sub], "unitMode": False}]})
-        route = await self.route(self.topic, refresh=True)
-        for name in route.brokers:
-            addr = route.master(name)
-            if addr:
-                check(await self.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body)), "heartbeat")
+            "subscriptionDataSet": subs, "unitMode": False}]})
+        addrs = {r.master(n) for r in (await self._routes()).values() for n in r.brokers}
+        for addr in filter(None, addrs):
+            check(await self.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body)), "heartbeat")
 
     async def rebalance(self) -> None:
-        queues = await self.queues(self.topic)
-        if self.broadcast:
-            mine = queues
-        else:
-            addr = await self.broker_addr(queues[0]) if queues else None
+        mine: list[MessageQueue] = []
+        for topic in self.subs:
+            try:
+                queues = await self.queues(topic)
+            except RemotingCommandError as exc:
+                if exc.code == ResponseCode.TOPIC_NOT_EXIST and topic != self.topic:
+                    continue
+                raise
+            if self.broadcast:
+                mine += queues
+                continue
             ids = [self.client_id]
-            if addr:
-                resp = await self.invoke(addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                                                                       {"consumerGroup": self.group}))
+            if queues:
+                resp = await self.invoke(await self.broker_addr(queues[0]), RemotingCommand.request(
+                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}))
                 if resp.code == 0:
                     ids = sorted(jsonbody.loads(resp.body).get("consumerIdList", ids))
-            mine = allocate_average(sorted(queues, key=lambda q: (q.broker_name, q.queue_id)), ids, self.client_id)
+            mine += allocate_average(sorted(queues, key=lambda q: (q.broker_name, q.queue_id)), ids, self.client_id)
         for mq in list(self.state.assigned):
             if mq not in mine:
                 await self.commit_queue(mq)
@@ -180,7 +199,7 @@ class GroupConsumer(Consumer):
             off = await self.committed_offset(mq)
             if off >= 0:
                 return off
-        if self.start_from == "first":
+        if self.start_from == "first" or mq.topic.startswith(RETRY_PREFIX):
             return await self.min_offset(mq)
         return await self.max_offset(mq)
 
@@ -195,7 +214,7 @@ class GroupConsumer(Consumer):
             await self.commit_queue(mq)
 
     async def messages(self, poll_ms: int = 1000):
-        """Yield (queue, record) forever; offsets advance after each yield returns."""
+        """Yield (queue, record) forever; the caller advances `state.assigned[mq]` when done with it."""
         await self.heartbeat()
         await self.rebalance()
         last_rebalance = last_commit = time.monotonic()
@@ -212,7 +231,7 @@ class GroupConsumer(Consumer):
             if not queues:
                 await asyncio.sleep(poll_ms / 1000)
                 continue
-            results = await asyncio.gather(*(self.pull(mq, off, 32, self.expression, poll_ms if len(queues) == 1 else 0)
+            results = await asyncio.gather(*(self.pull(mq, off, 32, self.subs.get(mq.topic, "*"))
                                               for mq, off in queues), return_exceptions=True)
             got_any = False
             for (mq, off), res in zip(queues, results):
@@ -220,21 +239,108 @@ class GroupConsumer(Consumer):
                     continue
                 for rec in res.messages:
                     got_any = True
-                    yield mq, rec
-                self.state.assigned[mq] = res.next_offset if res.code != ResponseCode.PULL_OFFSET_MOVED or \
-                    res.next_offset >= 0 else off
+                    yield mq, restore_retry_topic(rec)
+                    if self.state.assigned.get(mq) != off:
+                        break      # the caller moved this queue (rebalance, or a message to be retried)
+                else:
+                    if self.state.assigned.get(mq) == off and not res.messages:
+                        self.state.assigned[mq] = res.next_offset
+                    elif self.state.assigned.get(mq) == off:
+                        self.state.assigned[mq] = res.next_offset
             if not got_any:
                 await asyncio.sleep(min(poll_ms, 200) / 1000)
+
+    async def send_back(self, rec: MessageRecord, delay_level: int = 0, max_reconsume_times: int = 16) -> bool:
+        """CONSUMER_SEND_MSG_BACK to the broker that stored the message."""
+        addr = host_of(rec)
+        resp = await self.invoke(addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+            "offset": rec.physical_offset, "group": self.group, "delayLevel": delay_level,
+            "originMsgId": rec.uniq_key or rec.msg_id, "originTopic": rec.topic,
+            "maxReconsumeTimes": max_reconsume_times}))
+        return resp.code == ResponseCode.SUCCESS
 
     async def close(self) -> None:
         try:
             await self.commit_all()
-            route = self.routes.get(self.topic)
-            for name in (route.brokers if route else {}):
-                addr = route.master(name)
-                if addr:
-                    await self.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, {
-                        "clientID": self.client_id, "consumerGroup": self.group}))
+            addrs = {r.master(n) for r in self.routes.values() for n in r.brokers}
+            for addr in filter(None, addrs):
+                await self.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, {
+                    "clientID": self.client_id, "consumerGroup": self.group}))
         except (RemotingError, RemotingCommandError):
             pass
         await super().close()
+
+
+RETRY_PREFIX = "%RETRY%"
+LOCK_RENEW_S = 20.0
+
+
+def restore_retry_topic(rec: MessageRecord) -> MessageRecord:
+    """resetRetryAndNamespace: a message pulled from %RETRY%group shows its original topic."""
+    if rec.topic.startswith(RETRY_PREFIX) and rec.properties.get("RETRY_TOPIC"):
+        rec.topic = rec.properties["RETRY_TOPIC"]
+    return rec
+
+
+def host_of(rec: MessageRecord) -> str:
+    return rec.store_host
+
+
+class PushConsumer(GroupConsumer):
+    """A listener-driven consumer: concurrent (failures sent back for retry) or orderly (queues
+    locked on the broker, a failure retried in place)."""
+
+    def __init__(self, namesrv: str, group: str, topic: str, expression: str = "*", orderly: bool = False,
+                 broadcast: bool = False, start: str = "first", max_reconsume_times: int = 16,
+                 instance: str | None = None):
+        super().__init__(namesrv, group, topic, expression, broadcast, start, instance)
+        self.orderly = orderly
+        self.max_reconsume_times = max_reconsume_times
+        self.locked: set[MessageQueue] = set()
+
+    async def lock_queues(self) -> None:
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in self.state.assigned:
+            by_broker.setdefault(await self.broker_addr(mq), []).append(mq)
+        locked = set()
+        for addr, mqs in by_broker.items():
+            body = jsonbody.dumps({"clientId": self.client_id, "consumerGroup": self.group,
+                                   "mqSet": [mq.to_json() for mq in mqs]})
+            resp = await self.invoke(addr, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, body=body))
+            if resp.code == 0:
+                for q in jsonbody.loads(resp.body).get("lockOKMQSet", []):
+                    locked.add(MessageQueue(q["topic"], q["brokerName"], int(q["queueId"])))
+        self.locked = locked
+
+    async def run(self, listener, stop: asyncio.Event, poll_ms: int = 500) -> None:
+        """listener(record) -> bool (True: consumed). Runs until `stop` is set."""
+        gen = self.messages(poll_ms)
+        last_lock = 0.0
+        try:
+            while not stop.is_set():
+                try:
+                    mq, rec = await asyncio.wait_for(gen.__anext__(), 0.5)
+                except asyncio.TimeoutError:
+                    continue
+                if self.orderly and not self.broadcast:
+                    if time.monotonic() - last_lock > LOCK_RENEW_S or mq not in self.locked:
+                        await self.lock_queues()
+                        last_lock = time.monotonic()
+                    if mq not in self.locked:
+                        await asyncio.sleep(poll_ms / 1000)
+                        continue
+                ok = listener(rec)
+                if asyncio.iscoroutine(ok):
+                    ok = await ok
+                if ok:
+                    self.state.assigned[mq] = rec.queue_offset + 1
+                elif self.orderly:
+                    self.state.assigned[mq] = rec.queue_offset        # retried in place, order kept
+                    await asyncio.sleep(poll_ms / 1000)
+                elif self.broadcast or await self.send_back(rec, 0, self.max_reconsume_times):
+                    self.state.assigned[mq] = rec.queue_offset + 1
+                else:
+                    self.state.assigned[mq] = rec.queue_offset
+                    await asyncio.sleep(poll_ms / 1000)
+        finally:
+            await gen.aclose()

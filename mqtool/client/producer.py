@@ -178,3 +178,54 @@ class Producer(ClientBase):
                 route = await self.publish_route(topic, refresh=True)
                 queues = route.write_queues() or queues
         raise last_exc
+
+
+COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0   # END_TRANSACTION commitOrRollback values
+
+
+class TransactionProducer(Producer):
+    """Half message, local transaction, then commit or rollback; answers the broker's check-back."""
+
+    def __init__(self, namesrv: str, group: str, check_listener, **kw):
+        super().__init__(namesrv, group, **kw)
+        self.check_listener = check_listener    # callable(MessageRecord) -> COMMIT | ROLLBACK | UNKNOWN
+
+    async def send_in_transaction(self, m: OutMessage, local_transaction) -> tuple[SendResult, int]:
+        """local_transaction(message, send_result) -> COMMIT | ROLLBACK | UNKNOWN (UNKNOWN: wait for the check)."""
+        m = OutMessage(m.topic, m.body, m.keys, m.tags, {**m.properties, "TRAN_MSG": "true", "PGROUP": self.group},
+                       0, m.flag)
+        uniq = self.ids.next()
+        result = await self._send(m.topic, m.body, format_properties(self._properties(m, uniq)), 0x4, m.flag, None,
+                                  None, False, uniq, batch=False)
+        try:
+            state = local_transaction(m, result)
+        except Exception:  # noqa: BLE001 - a failing local transaction is an unknown outcome
+            state = UNKNOWN
+        route = await self.route(m.topic)
+        await self._end(route.master(result.broker), result.offset_msg_id, result.queue_offset, uniq, state, False)
+        return result, state
+
+    async def _end(self, addr: str, offset_msg_id: str, queue_offset: int, uniq: str, state: int,
+                   from_check: bool) -> None:
+        from store.msgid import decode_offset_msg_id
+        _ip, _port, commitlog_offset = decode_offset_msg_id(offset_msg_id)
+        await self.remoting.invoke_oneway(addr, RemotingCommand.request(RequestCode.END_TRANSACTION, {
+            "producerGroup": self.group, "tranStateTableOffset": queue_offset, "commitLogOffset": commitlog_offset,
+            "commitOrRollback": state, "fromTransactionCheck": from_check, "msgId": uniq, "transactionId": uniq},
+            oneway=True))
+
+    async def on_request(self, conn, cmd):
+        if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
+            return await super().on_request(conn, cmd)
+        from store.commitlog import decode_record
+        rec = decode_record(cmd.body)
+        try:
+            state = self.check_listener(rec)
+        except Exception:  # noqa: BLE001
+            state = UNKNOWN
+        ext = cmd.ext_fields
+        await conn.oneway(RemotingCommand.request(RequestCode.END_TRANSACTION, {
+            "producerGroup": self.group, "tranStateTableOffset": ext.get("tranStateTableOffset"),
+            "commitLogOffset": ext.get("commitLogOffset"), "commitOrRollback": state, "fromTransactionCheck": True,
+            "msgId": ext.get("msgId", ""), "transactionId": ext.get("transactionId", "")}, oneway=True))
+        return None
