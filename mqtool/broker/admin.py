@@ -30,7 +30,6 @@ async def create_topic(ctrl, conn, cmd):
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.")
     ctrl.topics.update(TopicConfig(h.topic, h.readQueueNums, h.writeQueueNums, h.perm, h.topicFilterType or "SINGLE_TAG",
                                    h.topicSysFlag or 0, bool(h.order)))
-    ctrl.schedule_register()
     return cmd.response(ResponseCode.SUCCESS)
 
 
@@ -38,7 +37,6 @@ async def delete_topic(ctrl, conn, cmd):
     h = from_ext_fields(TopicRequestHeader, cmd.ext_fields)
     ctrl.topics.delete(h.topic)
     ctrl.offsets.remove_topic(h.topic)
-    ctrl.schedule_register()
     return cmd.response(ResponseCode.SUCCESS)
 
 

@@ -111,6 +111,7 @@ class BrokerController:
         self.schedule.start()
         self.tx_checker.start()
         self._register_soon = asyncio.Event()
+        self.topics.on_change = self.schedule_register
         self._tasks += [loop.create_task(self._register_loop()), loop.create_task(self._housekeeping())]
         await self.register_all()
         log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",

@@ -60,7 +60,6 @@ async def send_message(ctrl, conn, cmd):
         if topic_cfg is None:
             return _reply(cmd, ctrl, ResponseCode.TOPIC_NOT_EXIST,
                           f"topic[{h.topic}] not exist, apply first please!")
-        ctrl.schedule_register()
     if not topic_cfg.perm & Perm.PERM_WRITE:
         return _reply(cmd, ctrl, ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden")
     queue_id = h.queueId

@@ -78,6 +78,7 @@ class TopicConfigManager:
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self.warnings: list[str] = []
+        self.on_change = None      # called after a topic is created, changed or deleted (re-register)
         inherit = int(Perm.PERM_INHERIT)
         system = [TopicConfig("SELF_TEST_TOPIC", 1, 1)]
         if auto_create:
@@ -119,6 +120,8 @@ class TopicConfigManager:
             self.table[cfg.topicName] = cfg
             self.data_version.next()
             self.persist()
+        if self.on_change:
+            self.on_change()
 
     def delete(self, topic: str) -> bool:
         with self.lock:
@@ -126,7 +129,9 @@ class TopicConfigManager:
                 return False
             self.data_version.next()
             self.persist()
-            return True
+        if self.on_change:
+            self.on_change()
+        return True
 
     def create_in_send(self, topic: str, default_topic: str, queue_nums: int, sys_flag: int = 0) -> TopicConfig | None:
         """createTopicInSendMessageMethod: inherit from `default_topic` if it has PERM_INHERIT."""

@@ -136,6 +136,8 @@ class GroupConsumer(Consumer):
         if retry_topic and not broadcast:
             self.subs[RETRY_PREFIX + group] = "*"
         self.state = GroupState()
+        self.interrupted: set[MessageQueue] = set()
+        self.missing_topics: set[str] = set()
         self._rebalance = asyncio.Event()
 
     async def on_request(self, conn, cmd):
@@ -150,8 +152,8 @@ class GroupConsumer(Consumer):
             try:
                 routes[t] = await self.route(t, refresh=True)
             except RemotingCommandError as exc:
-                if exc.code != ResponseCode.TOPIC_NOT_EXIST or t == self.topic:
-                    raise
+                if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                    raise      # a topic nobody has created yet: wait for it, as the Java client does
         return routes
 
     async def heartbeat(self) -> None:
@@ -169,11 +171,13 @@ class GroupConsumer(Consumer):
 
     async def rebalance(self) -> None:
         mine: list[MessageQueue] = []
+        self.missing_topics = set()
         for topic in self.subs:
             try:
                 queues = await self.queues(topic)
             except RemotingCommandError as exc:
-                if exc.code == ResponseCode.TOPIC_NOT_EXIST and topic != self.topic:
+                if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                    self.missing_topics.add(topic)
                     continue
                 raise
             if self.broadcast:
@@ -213,13 +217,14 @@ class GroupConsumer(Consumer):
         for mq in list(self.state.assigned):
             await self.commit_queue(mq)
 
-    async def messages(self, poll_ms: int = 1000):
-        """Yield (queue, record) forever; the caller advances `state.assigned[mq]` when done with it."""
+    async def messages(self, poll_ms: int = 1000, stop: asyncio.Event | None = None):
+        """Yield (queue, record) until `stop` is set; the caller advances `state.assigned[mq]`."""
         await self.heartbeat()
         await self.rebalance()
         last_rebalance = last_commit = time.monotonic()
-        while True:
-            if self._rebalance.is_set() or time.monotonic() - last_rebalance > REBALANCE_S:
+        while stop is None or not stop.is_set():
+            due = REBALANCE_S if not self.missing_topics else 1.0
+            if self._rebalance.is_set() or time.monotonic() - last_rebalance > due:
                 self._rebalance.clear()
                 await self.heartbeat()
                 await self.rebalance()
@@ -230,6 +235,7 @@ class GroupConsumer(Consumer):
             queues = list(self.state.assigned.items())
             if not queues:
                 await asyncio.sleep(poll_ms / 1000)
+                self._rebalance.set()      # nothing assigned yet (topic not created?): look again
                 continue
             results = await asyncio.gather(*(self.pull(mq, off, 32, self.subs.get(mq.topic, "*"))
                                               for mq, off in queues), return_exceptions=True)
@@ -240,13 +246,12 @@ class GroupConsumer(Consumer):
                 for rec in res.messages:
                     got_any = True
                     yield mq, restore_retry_topic(rec)
-                    if self.state.assigned.get(mq) != off:
-                        break      # the caller moved this queue (rebalance, or a message to be retried)
+                    if mq in self.interrupted or mq not in self.state.assigned:
+                        break      # the caller holds this queue (a message to retry) or lost it
                 else:
-                    if self.state.assigned.get(mq) == off and not res.messages:
+                    if mq in self.state.assigned:
                         self.state.assigned[mq] = res.next_offset
-                    elif self.state.assigned.get(mq) == off:
-                        self.state.assigned[mq] = res.next_offset
+                self.interrupted.discard(mq)
             if not got_any:
                 await asyncio.sleep(min(poll_ms, 200) / 1000)
 
@@ -314,14 +319,10 @@ class PushConsumer(GroupConsumer):
 
     async def run(self, listener, stop: asyncio.Event, poll_ms: int = 500) -> None:
         """listener(record) -> bool (True: consumed). Runs until `stop` is set."""
-        gen = self.messages(poll_ms)
+        gen = self.messages(poll_ms, stop)
         last_lock = 0.0
         try:
-            while not stop.is_set():
-                try:
-                    mq, rec = await asyncio.wait_for(gen.__anext__(), 0.5)
-                except asyncio.TimeoutError:
-                    continue
+            async for mq, rec in gen:
                 if self.orderly and not self.broadcast:
                     if time.monotonic() - last_lock > LOCK_RENEW_S or mq not in self.locked:
                         await self.lock_queues()
@@ -336,11 +337,13 @@ class PushConsumer(GroupConsumer):
                     self.state.assigned[mq] = rec.queue_offset + 1
                 elif self.orderly:
                     self.state.assigned[mq] = rec.queue_offset        # retried in place, order kept
+                    self.interrupted.add(mq)
                     await asyncio.sleep(poll_ms / 1000)
                 elif self.broadcast or await self.send_back(rec, 0, self.max_reconsume_times):
                     self.state.assigned[mq] = rec.queue_offset + 1
                 else:
                     self.state.assigned[mq] = rec.queue_offset
+                    self.interrupted.add(mq)
                     await asyncio.sleep(poll_ms / 1000)
         finally:
             await gen.aclose()

@@ -201,7 +201,7 @@ class TransactionProducer(Producer):
             state = local_transaction(m, result)
         except Exception:  # noqa: BLE001 - a failing local transaction is an unknown outcome
             state = UNKNOWN
-        route = await self.route(m.topic)
+        route = await self.publish_route(m.topic)
         await self._end(route.master(result.broker), result.offset_msg_id, result.queue_offset, uniq, state, False)
         return result, state
 
