@@ -1,13 +1,37 @@
-"""The one registry of remoting numbers, with the Java names (RequestCode, ResponseCode, LanguageCode)."""
-from enum import IntEnum
+"""The one registry of remoting numbers, under their Java names.
 
-FRAME_MAX_LENGTH = 16 * 1024 * 1024   # NettyDecoder frameMaxLength
-RPC_TYPE = 0x1                        # flag bit 0: response
-RPC_ONEWAY = 0x2                      # flag bit 1: oneway
+RequestCode/ResponseCode are 4.9.8's `common/.../protocol/RequestCode.java` and `ResponseCode.java`
+(with `RemotingSysResponseCode` 0-4 folded in), so logs can be grepped against the Java source.
+Numbers a peer sends that are not listed here stay plain ints: use `named()` when decoding.
+"""
+from __future__ import annotations
+
+from enum import IntEnum, IntFlag
+
+FRAME_MAX_LENGTH = 16 * 1024 * 1024   # NettyDecoder: com.rocketmq.remoting.frameMaxLength
+RPC_TYPE = 0x1                        # flag bit 0: this command is a response
+RPC_ONEWAY = 0x2                      # flag bit 1: the sender expects no response
+
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_BROKER_PORT = 10911
-VERSION_V4_9_4 = 401                  # route JSON switches to standard form from here
-VERSION_V4_9_8 = 409
+BROKER_VIP_PORT_OFFSET = -2           # the "fast" channel: listenPort - 2
+BROKER_HA_PORT_OFFSET = 1             # HA (not remoting): listenPort + 1
+
+
+class MQVersion(IntEnum):
+    """`MQVersion.Version` ordinals that servers branch on (the `version` header field)."""
+    V3_0_11 = 37      # register-broker body with filter servers
+    V3_4_9 = 121      # maxReconsumeTimes honoured
+    V4_0_0 = 213
+    V4_6_0 = 333      # what the 2.x C++ client sends
+    V4_9_0 = 393
+    V4_9_4 = 401      # route JSON switches to standard (quoted keys)
+    V4_9_8 = 409
+    V5_0_0 = 413
+
+
+VERSION_V4_9_4 = int(MQVersion.V4_9_4)
+VERSION_V4_9_8 = int(MQVersion.V4_9_8)
 
 
 class SerializeType(IntEnum):
@@ -63,6 +87,10 @@ class RequestCode(IntEnum):
     GET_ALL_CONSUMER_OFFSET = 43
     GET_ALL_DELAY_OFFSET = 45
     CHECK_CLIENT_CONFIG = 46
+    UPDATE_AND_CREATE_ACL_CONFIG = 50
+    DELETE_ACL_CONFIG = 51
+    GET_BROKER_CLUSTER_ACL_INFO = 52
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102
@@ -79,6 +107,12 @@ class RequestCode(IntEnum):
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     DELETE_SUBSCRIPTIONGROUP = 207
     GET_CONSUME_STATS = 208
+    SUSPEND_CONSUMER = 209
+    RESUME_CONSUMER = 210
+    RESET_CONSUMER_OFFSET_IN_CONSUMER = 211
+    RESET_CONSUMER_OFFSET_IN_BROKER = 212
+    ADJUST_CONSUMER_THREAD_POOL = 213
+    WHO_CONSUME_THE_MESSAGE = 214
     DELETE_TOPIC_IN_BROKER = 215
     DELETE_TOPIC_IN_NAMESRV = 216
     GET_KVLIST_BY_NAMESPACE = 219
@@ -88,22 +122,45 @@ class RequestCode(IntEnum):
     INVOKE_BROKER_TO_GET_CONSUMER_STATUS = 223
     GET_TOPICS_BY_CLUSTER = 224
     QUERY_TOPIC_CONSUME_BY_WHO = 300
+    REGISTER_FILTER_SERVER = 301
+    REGISTER_MESSAGE_FILTER_CLASS = 302
+    QUERY_CONSUME_TIME_SPAN = 303
     GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
+    GET_SYSTEM_TOPIC_LIST_FROM_BROKER = 305
+    CLEAN_EXPIRED_CONSUMEQUEUE = 306
     GET_CONSUMER_RUNNING_INFO = 307
+    QUERY_CORRECTION_OFFSET = 308
     CONSUME_MESSAGE_DIRECTLY = 309
     SEND_MESSAGE_V2 = 310
+    GET_UNIT_TOPIC_LIST = 311
+    GET_HAS_UNIT_SUB_TOPIC_LIST = 312
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST = 313
+    CLONE_GROUP_OFFSET = 314
+    VIEW_BROKER_STATS_DATA = 315
+    CLEAN_UNUSED_TOPIC = 316
+    GET_BROKER_CONSUME_STATS = 317
+    UPDATE_NAMESRV_CONFIG = 318
+    GET_NAMESRV_CONFIG = 319
     SEND_BATCH_MESSAGE = 320
     QUERY_CONSUME_QUEUE = 321
     QUERY_DATA_VERSION = 322
+    RESUME_CHECK_HALF_MESSAGE = 323
+    SEND_REPLY_MESSAGE = 324
+    SEND_REPLY_MESSAGE_V2 = 325
+    PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
+    GET_ALL_PRODUCER_INFO = 328
+    DELETE_EXPIRED_COMMITLOG = 329
 
 
 class ResponseCode(IntEnum):
+    # RemotingSysResponseCode
     SUCCESS = 0
     SYSTEM_ERROR = 1
     SYSTEM_BUSY = 2
     REQUEST_CODE_NOT_SUPPORTED = 3
     TRANSACTION_FAILED = 4
+    # ResponseCode
     FLUSH_DISK_TIMEOUT = 10
     SLAVE_NOT_AVAILABLE = 11
     FLUSH_SLAVE_TIMEOUT = 12
@@ -132,12 +189,42 @@ class ResponseCode(IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
+    DELETE_ACL_CONFIG_FAILED = 210
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     FLOW_CONTROL = 215
 
 
+class PermName(IntFlag):
+    """Topic/queue permissions (`common/.../constant/PermName.java`)."""
+    PERM_INHERIT = 0x1
+    PERM_WRITE = 0x2
+    PERM_READ = 0x4
+    PERM_PRIORITY = 0x8
+
+
+class TopicSysFlag(IntFlag):
+    FLAG_UNIT = 0x1
+    FLAG_UNIT_SUB = 0x2
+
+
+class PullSysFlag(IntFlag):
+    COMMIT_OFFSET = 0x1
+    SUSPEND = 0x2
+    SUBSCRIPTION = 0x4
+    CLASS_FILTER = 0x8
+    LITE_PULL = 0x10
+
+
 def named(enum_cls, value: int):
-    """`enum_cls(value)` when known, else the plain int."""
+    """`enum_cls(value)` when the number is known, else the plain int (never raises for an int)."""
     try:
         return enum_cls(value)
     except ValueError:
         return value
+
+
+def code_name(enum_cls, value: int) -> str:
+    """`NAME` for a known number, else the number as text: for log lines and remarks."""
+    v = named(enum_cls, value)
+    return v.name if isinstance(v, enum_cls) else str(value)

@@ -1,10 +1,12 @@
 """RemotingCommand and its frame bytes (RemotingCommand.java, RocketMQSerializable.java).
 
-    frame:  int length (= 4 + header + body) | int (serializeType << 24 | headerLength) | header | body
+    frame:  int32 length (= 4 + header + body) | int32 (serializeType << 24 | headerLength) | header | body
 
-JSON headers are written like Java's fastjson (keys in alphabetical order, nulls omitted,
-every extField value a string); they are read tolerantly (numbers and booleans in extFields,
-as the C++ client sends, become strings). The binary ROCKETMQ header is read and written too.
+JSON headers are written byte-for-byte like Java's fastjson: bean properties alphabetical, nulls
+omitted, every extField value a string, extFields in java.util.HashMap iteration order (what Java
+emits; the spec's send-response example depends on it). They are read tolerantly: numbers and
+booleans in extFields (the C++ client sends them) become strings, unknown keys are ignored,
+missing optional keys get Java's defaults. The binary ROCKETMQ header is read and written too.
 """
 from __future__ import annotations
 
@@ -13,16 +15,21 @@ import json
 import struct
 from dataclasses import dataclass, field
 
-from remoting.codes import RPC_ONEWAY, RPC_TYPE, LanguageCode, SerializeType, VERSION_V4_9_8, named
+from remoting import jsonbody
+from remoting.codes import RPC_ONEWAY, RPC_TYPE, VERSION_V4_9_8, LanguageCode, SerializeType, named
 from remoting.errors import FrameError
 
 _INT = struct.Struct(">i")
-_TWO_INTS = struct.Struct(">ii")
-_BIN_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
+_TWO_INTS = struct.Struct(">iI")
+_BIN_FIXED = struct.Struct(">HBHII")   # code, language, version, opaque, flag (written unsigned)
+_BIN_FIXED_IN = struct.Struct(">hbhii")  # read back signed, as Java's readShort/readInt do
+_SHORT = struct.Struct(">h")
+MAX_HEADER_LENGTH = 0xFFFFFF
 _opaque_counter = itertools.count(1)
 
 
 def next_opaque() -> int:
+    """This process's request id counter (Java: RemotingCommand.requestId); never negative."""
     return next(_opaque_counter) & 0x7FFFFFFF
 
 
@@ -41,15 +48,15 @@ class RemotingCommand:
     @classmethod
     def request(cls, code: int, ext_fields: dict | None = None, body: bytes = b"", oneway: bool = False,
                 language: str = "PYTHON") -> "RemotingCommand":
-        return cls(int(code), next_opaque(), RPC_ONEWAY if oneway else 0, None,
-                   {k: _text(v) for k, v in (ext_fields or {}).items() if v is not None}, body, language)
+        """A new request with the next opaque; `ext_fields` values are turned into Java's strings."""
+        return cls(int(code), next_opaque(), RPC_ONEWAY if oneway else 0, None, ext_text(ext_fields),
+                   body, language)
 
     def response(self, code: int, remark: str | None = None, ext_fields: dict | None = None,
                  body: bytes = b"") -> "RemotingCommand":
         """A response to this request: same opaque and serialize type, RPC_TYPE set."""
-        return RemotingCommand(int(code), self.opaque, RPC_TYPE, remark,
-                               {k: _text(v) for k, v in (ext_fields or {}).items() if v is not None},
-                               body, "JAVA", VERSION_V4_9_8, self.serialize_type)
+        return RemotingCommand(int(code), self.opaque, RPC_TYPE, remark, ext_text(ext_fields), body, "JAVA",
+                               VERSION_V4_9_8, self.serialize_type)
 
     @property
     def is_response(self) -> bool:
@@ -60,18 +67,22 @@ class RemotingCommand:
         return bool(self.flag & RPC_ONEWAY)
 
     def encode(self) -> bytes:
+        """The whole frame, length prefix included."""
         header = self.encode_header()
-        return _TWO_INTS.pack(4 + len(header) + len(self.body), (self.serialize_type << 24) | len(header)) + \
-            header + self.body
+        if len(header) > MAX_HEADER_LENGTH:
+            raise FrameError(f"header of {len(header)} bytes does not fit the 24-bit header length")
+        return _TWO_INTS.pack(4 + len(header) + len(self.body), (int(self.serialize_type) << 24) | len(header)) + \
+            header + bytes(self.body)
 
     def encode_header(self) -> bytes:
         if self.serialize_type == SerializeType.ROCKETMQ:
             return self._encode_binary_header()
+        # Alphabetical, as fastjson orders bean properties; None-valued properties are left out.
         obj: dict = {"code": self.code}
         if self.ext_fields:
-            obj["extFields"] = self.ext_fields
+            obj["extFields"] = jsonbody.java_map(self.ext_fields)
         obj["flag"] = self.flag
-        obj["language"] = self.language
+        obj["language"] = _language_name(self.language)
         obj["opaque"] = self.opaque
         if self.remark is not None:
             obj["remark"] = self.remark
@@ -80,25 +91,56 @@ class RemotingCommand:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
     def _encode_binary_header(self) -> bytes:
-        lang = _language_code(self.language)
         remark = self.remark.encode() if self.remark else b""
-        ext = b"".join(struct.pack(">h", len(k.encode())) + k.encode() + _INT.pack(len(v.encode())) + v.encode()
-                       for k, v in self.ext_fields.items() if k is not None and v is not None)
-        return _BIN_FIXED.pack(self.code, lang, self.version, self.opaque, self.flag) + \
+        parts = []
+        for k in jsonbody.java_order(self.ext_fields):
+            v = self.ext_fields[k]
+            if k is None or v is None:
+                continue
+            kb, vb = str(k).encode(), str(v).encode()
+            parts.append(_SHORT.pack(len(kb)) + kb + _INT.pack(len(vb)) + vb)
+        ext = b"".join(parts)
+        return _BIN_FIXED.pack(self.code & 0xFFFF, _language_code(self.language), self.version & 0xFFFF,
+                               self.opaque & 0xFFFFFFFF, self.flag & 0xFFFFFFFF) + \
             _INT.pack(len(remark)) + remark + _INT.pack(len(ext)) + ext
+
+
+def ext_text(ext: dict | None) -> dict[str, str]:
+    """extFields as Java writes them: every value a string (booleans `true`/`false`), None dropped."""
+    return {str(k): _text(v) for k, v in (ext or {}).items() if v is not None}
 
 
 def _text(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
     return str(v)
 
 
-def _language_code(name: str) -> int:
+def _language_name(language) -> str:
+    if isinstance(language, LanguageCode):
+        return language.name
+    return str(language)
+
+
+def _language_code(language) -> int:
     try:
-        return LanguageCode[name].value
+        return LanguageCode[_language_name(language)].value
     except KeyError:
         return LanguageCode.OTHER.value
+
+
+# ------------------------------------------------------------------ decoding
+
+def decode_frame(frame: bytes) -> RemotingCommand:
+    """Decode one whole frame, its length prefix included."""
+    if len(frame) < 8:
+        raise FrameError("a frame needs at least 8 bytes")
+    length = _INT.unpack_from(frame, 0)[0]
+    if length != len(frame) - 4:
+        raise FrameError(f"frame length field says {length}, but {len(frame) - 4} bytes follow it")
+    return decode_frame_body(frame[4:])
 
 
 def decode_frame_body(data: bytes) -> RemotingCommand:
@@ -109,70 +151,93 @@ def decode_frame_body(data: bytes) -> RemotingCommand:
     stype, hlen = (mark >> 24) & 0xFF, mark & 0xFFFFFF
     if 4 + hlen > len(data):
         raise FrameError(f"header length {hlen} exceeds the frame ({len(data) - 4} bytes)")
-    header = data[4:4 + hlen]
-    body = bytes(data[4 + hlen:])
+    header = bytes(data[4:4 + hlen])
     if stype == SerializeType.JSON:
         cmd = _decode_json_header(header)
     elif stype == SerializeType.ROCKETMQ:
         cmd = _decode_binary_header(header)
     else:
         raise FrameError(f"unknown serialize type {stype}")
-    cmd.body = body
-    cmd.serialize_type = stype
+    cmd.body = bytes(data[4 + hlen:])
+    cmd.serialize_type = SerializeType(stype)
     return cmd
 
 
 def _decode_json_header(header: bytes) -> RemotingCommand:
     try:
-        obj = json.loads(header.decode("utf-8"))
+        obj = jsonbody.loads(header.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise FrameError(f"header is not JSON: {exc}") from None
-    if not isinstance(obj, dict) or "code" not in obj:
-        raise FrameError("header has no code")
+    if not isinstance(obj, dict) or obj.get("code") is None:
+        raise FrameError("header is not an object with a code")
+    ext = obj.get("extFields")
+    if ext is None:
+        ext = {}
+    if not isinstance(ext, dict):
+        raise FrameError("extFields is not an object")
     try:
-        ext = obj.get("extFields") or {}
-        if not isinstance(ext, dict):
-            raise FrameError("extFields is not an object")
+        remark = obj.get("remark")
         return RemotingCommand(
-            code=int(obj["code"]), opaque=int(obj.get("opaque", 0)), flag=int(obj.get("flag", 0)),
-            remark=obj.get("remark"), ext_fields={str(k): _ext_text(v) for k, v in ext.items() if v is not None},
-            language=str(obj.get("language", "JAVA")), version=int(obj.get("version", 0)))
-    except (TypeError, ValueError) as exc:
+            code=_int(obj["code"]), opaque=_int(obj.get("opaque")), flag=_int(obj.get("flag")),
+            remark=None if remark is None else _text(remark),
+            ext_fields={str(k): _text(v) for k, v in ext.items() if v is not None},
+            language=_json_language(obj.get("language")), version=_int(obj.get("version")))
+    except (TypeError, ValueError, OverflowError) as exc:
         raise FrameError(f"bad header field: {exc}") from None
 
 
-def _ext_text(v) -> str:
-    """The C++ client sends numbers and booleans; Java reads every value as a string."""
+def _int(v) -> int:
+    """fastjson's int coercion: numbers, numeric strings; null is 0 (Java's primitive default)."""
+    if v is None:
+        return 0
     if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, separators=(",", ":"))
+        raise ValueError(f"{v!r} is not a number")
+    if isinstance(v, float):
+        return int(v)
+    return int(str(v).strip())
+
+
+def _json_language(v) -> str:
+    if v is None:
+        return "JAVA"                      # RemotingCommand's field default
+    if isinstance(v, int) and not isinstance(v, bool):   # fastjson also takes an enum ordinal
+        lang = named(LanguageCode, v)
+        return lang.name if isinstance(lang, LanguageCode) else "OTHER"
     return str(v)
 
 
 def _decode_binary_header(header: bytes) -> RemotingCommand:
     try:
-        code, lang, version, opaque, flag = _BIN_FIXED.unpack_from(header, 0)
-        p = _BIN_FIXED.size
-        rlen = _INT.unpack_from(header, p)[0]
-        p += 4
-        remark = header[p:p + rlen].decode() if rlen > 0 else None
-        p += max(rlen, 0)
+        code, lang, version, opaque, flag = _BIN_FIXED_IN.unpack_from(header, 0)
+        p = _BIN_FIXED_IN.size
+        remark, p = _read_str(header, p, _INT)
         elen = _INT.unpack_from(header, p)[0]
         p += 4
+        if elen < 0 or p + elen > len(header):
+            raise FrameError(f"extFields length {elen} exceeds the header")
         ext: dict[str, str] = {}
         end = p + elen
         while p < end:
-            klen = struct.unpack_from(">h", header, p)[0]
-            p += 2
-            key = header[p:p + klen].decode()
-            p += klen
-            vlen = _INT.unpack_from(header, p)[0]
-            p += 4
-            ext[key] = header[p:p + vlen].decode()
-            p += vlen
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise FrameError(f"bad ROCKETMQ header: {exc}") from None
+            key, p = _read_str(header, p, _SHORT, end)
+            value, p = _read_str(header, p, _INT, end)
+            if key is not None and value is not None:   # Java keeps null entries; they mean "absent"
+                ext[key] = value
+    except struct.error as exc:
+        raise FrameError(f"truncated ROCKETMQ header: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise FrameError(f"ROCKETMQ header text is not UTF-8: {exc}") from None
     language = named(LanguageCode, lang)
     return RemotingCommand(code, opaque, flag, remark, ext, b"",
-                           language.name if hasattr(language, "name") else "OTHER", version)
+                           language.name if isinstance(language, LanguageCode) else "OTHER", version)
+
+
+def _read_str(buf: bytes, p: int, length: struct.Struct, limit: int | None = None) -> tuple[str | None, int]:
+    """A length-prefixed UTF-8 string; length 0 is null, as in RocketMQSerializable.readStr."""
+    n = length.unpack_from(buf, p)[0]
+    p += length.size
+    limit = len(buf) if limit is None else limit
+    if n < 0 or p + n > limit:
+        raise FrameError(f"string length {n} runs past the header")
+    if n == 0:
+        return None, p
+    return buf[p:p + n].decode("utf-8"), p + n

@@ -1,16 +1,33 @@
-"""Every error the remoting package raises; OS and timeout errors are translated here, once."""
+"""Every error the remoting package raises. OS and timeout errors become these in `map_os_errors`,
+the one boundary where the socket world is translated, so callers catch RemotingError only."""
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
+
+from remoting.codes import ResponseCode, code_name
 
 
 class RemotingError(Exception):
-    """Base class."""
+    """Base class of every remoting failure."""
 
 
 class FrameError(RemotingError):
-    """Bytes that are not a valid frame; the connection must be closed."""
+    """Bytes that are not a valid frame: the connection must be closed.
+
+    `decoded` holds the commands that were complete before the bad bytes, so a transport can still
+    dispatch them (they arrived intact) before it closes.
+    """
+
+    def __init__(self, message: str, decoded: list | None = None):
+        super().__init__(message)
+        self.decoded = decoded or []
+
+
+class HeaderError(RemotingError):
+    """A request header misses a required field or holds a value Java could not parse."""
 
 
 class RemotingConnectError(RemotingError):
@@ -21,41 +38,53 @@ class RemotingConnectError(RemotingError):
 
 class RemotingListenError(RemotingError):
     def __init__(self, addr: str, reason: str):
+        self.addr = addr
         super().__init__(f"cannot listen on {addr}: {reason}")
 
 
 class RemotingTimeout(RemotingError):
     def __init__(self, addr: str, timeout_s: float, what: str = "request"):
+        self.addr = addr
+        self.timeout_s = timeout_s
         super().__init__(f"{what} to {addr} timed out after {timeout_s * 1000:.0f} ms")
 
 
 class RemotingClosed(RemotingError):
+    """The connection closed before the response arrived (or was already closed)."""
+
     def __init__(self, addr: str):
+        self.addr = addr
         super().__init__(f"connection to {addr} closed")
 
 
 class RemotingCommandError(RemotingError):
-    """A response with a code other than the one expected; carries RocketMQ's code and remark."""
+    """A response whose code is not the one the caller expected; carries RocketMQ's code and remark."""
 
     def __init__(self, code: int, remark: str | None, what: str = ""):
-        from remoting.codes import ResponseCode, named
         self.code = code
         self.remark = remark or ""
-        name = named(ResponseCode, code)
-        label = name.name if hasattr(name, "name") else str(code)
-        super().__init__(f"{what + ': ' if what else ''}{label} ({code}){': ' + self.remark.strip() if self.remark else ''}")
+        detail = f": {self.remark.strip()}" if self.remark.strip() else ""
+        super().__init__(f"{what + ': ' if what else ''}{code_name(ResponseCode, code)} ({code}){detail}")
 
 
-class HeaderError(RemotingError):
-    """A request header misses a required field or has a value of the wrong type."""
+def _reason(exc: OSError) -> str:
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host ({exc.strerror or exc})"
+    if exc.errno:       # asyncio wraps bind errors in long text; the errno's own words are clearer
+        return os.strerror(exc.errno).lower()
+    return (exc.strerror or str(exc) or type(exc).__name__).lower()
 
 
 @contextlib.contextmanager
-def map_os_errors(addr: str):
-    """The one place OS-level failures become RemotingErrors."""
+def map_os_errors(addr: str, what: str = "connect", timeout_s: float = 0.0, listen: bool = False):
+    """Turn the OS's exceptions inside the block into RemotingErrors naming `addr`."""
     try:
         yield
-    except (ConnectionRefusedError, OSError) as exc:
-        if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
-            raise RemotingTimeout(addr, 0, "connect") from None
-        raise RemotingConnectError(addr, exc.strerror or str(exc)) from None
+    except RemotingError:
+        raise
+    except (asyncio.TimeoutError, TimeoutError):
+        raise RemotingTimeout(addr, timeout_s, what) from None
+    except OSError as exc:
+        if listen:
+            raise RemotingListenError(addr, _reason(exc)) from None
+        raise RemotingConnectError(addr, _reason(exc)) from None

@@ -1,4 +1,9 @@
-"""Sans-IO frame decoder: feed bytes, get RemotingCommands. No sockets, no event loop."""
+"""Sans-IO frame decoder: feed bytes, get RemotingCommands. No sockets, no event loop.
+
+Same limits as Java's NettyDecoder (a LengthFieldBasedFrameDecoder with a 16 MiB maximum). A
+FrameError means the byte stream can no longer be trusted: the caller closes the connection, and
+the decoder refuses further input.
+"""
 from __future__ import annotations
 
 import struct
@@ -14,25 +19,37 @@ class FrameDecoder:
     def __init__(self, max_frame: int = FRAME_MAX_LENGTH):
         self.max_frame = max_frame
         self._buf = bytearray()
+        self._error: FrameError | None = None
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
-        """Every complete frame in the bytes so far. FrameError means: close the connection."""
+        """Every frame completed by `data`, in order.
+
+        On bad input raises FrameError whose `decoded` lists the good commands that preceded it.
+        """
+        if self._error is not None:
+            raise FrameError(f"decoder already failed: {self._error}")
         self._buf += data
-        out = []
-        buf = self._buf
-        pos = 0
-        while len(buf) - pos >= 4:
-            length = _LEN.unpack_from(buf, pos)[0]
-            if length < 4 or length > self.max_frame:
-                raise FrameError(f"frame length {length} outside 4..{self.max_frame}")
-            if len(buf) - pos - 4 < length:
-                break
-            out.append(decode_frame_body(bytes(buf[pos + 4:pos + 4 + length])))
-            pos += 4 + length
+        out: list[RemotingCommand] = []
+        buf, pos = self._buf, 0
+        try:
+            while len(buf) - pos >= 4:
+                length = _LEN.unpack_from(buf, pos)[0]
+                if length < 4 or length > self.max_frame:
+                    # Checked before the frame arrives, so a huge length never makes us buffer it.
+                    raise FrameError(f"frame length {length} outside 4..{self.max_frame}")
+                if len(buf) - pos - 4 < length:
+                    break
+                out.append(decode_frame_body(bytes(buf[pos + 4:pos + 4 + length])))
+                pos += 4 + length
+        except FrameError as exc:
+            self._error = FrameError(str(exc), out)
+            self._buf = bytearray()
+            raise self._error from None
         if pos:
             del buf[:pos]
         return out
 
     @property
     def pending(self) -> int:
+        """Bytes held for a frame not yet complete."""
         return len(self._buf)

@@ -1,65 +1,17 @@
-"""Typed request/response headers, declared not coded (common/.../protocol/header/*.java).
+"""Typed request/response headers, declared not coded (common/.../protocol/header/**.java, 4.9.8).
 
-Field names are Java's, so logs and JSON can be grepped against the Java source. A field
-without a default is required (@CFNotNull). One generic pair turns any header into extFields
-and back, with Java's coercions: ints parsed, booleans true only for "true" (any case).
+A header is a frozen dataclass whose field names are Java's (so they match the extFields keys and
+can be grepped against the Java source). A field without a default is @CFNotNull. Types follow Java:
+`int` is Integer (32-bit), `Long` is Long (64-bit), `bool` is Boolean/boolean, `float` is Double.
+`to_ext_fields` / `from_ext_fields` (remoting.extfields) convert any of them.
 """
 from __future__ import annotations
 
-import dataclasses
-import typing
 from dataclasses import dataclass
 
+from remoting.codes import PullSysFlag
 from remoting.errors import HeaderError
-
-
-def to_ext_fields(header) -> dict[str, str]:
-    out = {}
-    for f in dataclasses.fields(header):
-        v = getattr(header, f.name)
-        if v is None:
-            continue
-        out[f.name] = ("true" if v else "false") if isinstance(v, bool) else str(v)
-    return out
-
-
-_HINTS: dict[type, dict[str, object]] = {}
-
-
-def _hints(cls) -> dict[str, object]:
-    h = _HINTS.get(cls)
-    if h is None:
-        h = _HINTS[cls] = typing.get_type_hints(cls)
-    return h
-
-
-def from_ext_fields(cls, ext: dict[str, str]):
-    """Build header `cls` from extFields; HeaderError names the missing or bad field."""
-    hints = _hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        raw = ext.get(f.name)
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        if raw is None or (raw == "" and hints[f.name] not in (str, str | None)):
-            if required:
-                raise HeaderError(f"the request header misses required field {f.name!r}")
-            continue
-        kwargs[f.name] = _coerce(f.name, raw, hints[f.name])
-    return cls(**kwargs)
-
-
-def _coerce(name: str, raw: str, hint):
-    base = hint
-    if typing.get_origin(hint) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        base = next(a for a in typing.get_args(hint) if a is not type(None))
-    if base is bool:
-        return str(raw).strip().lower() == "true"
-    if base is int:
-        try:
-            return int(str(raw).strip())
-        except ValueError:
-            raise HeaderError(f"field {name!r} must be a number, not {raw!r}") from None
-    return str(raw)
+from remoting.extfields import Long, from_ext_fields, to_ext_fields  # noqa: F401 - re-exported for callers
 
 
 # ---------------------------------------------------------------- send
@@ -72,35 +24,44 @@ class SendMessageRequestHeader:
     defaultTopicQueueNums: int
     queueId: int
     sysFlag: int
-    bornTimestamp: int
+    bornTimestamp: Long
     flag: int
     properties: str | None = None
     reconsumeTimes: int | None = None
     unitMode: bool | None = None
     batch: bool | None = None
     maxReconsumeTimes: int | None = None
+    bname: str | None = None
 
 
-# SendMessageRequestHeaderV2: one-letter names for the same fields, in this order.
+# SendMessageRequestHeaderV2 (codes 310, 320, 325): the same fields under one-letter names.
 V2_FIELDS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
              "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
-             "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch"}
+             "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "bname"}
+_V2_BACK = {v: k for k, v in V2_FIELDS.items()}
 
 
 def send_header_from_v2(ext: dict[str, str]) -> SendMessageRequestHeader:
-    return from_ext_fields(SendMessageRequestHeader, {V2_FIELDS.get(k, k): v for k, v in ext.items()})
+    """Parse a V2 header; HeaderError names the Java V1 field (and its letter)."""
+    try:
+        return from_ext_fields(SendMessageRequestHeader, {V2_FIELDS[k]: v for k, v in ext.items() if k in V2_FIELDS})
+    except HeaderError as exc:
+        raise HeaderError(f"{exc} (V2 letter {_letters_in(str(exc))})") from None
+
+
+def _letters_in(message: str) -> str:
+    return ",".join(letter for name, letter in _V2_BACK.items() if f"'{name}'" in message) or "?"
 
 
 def send_header_to_v2(h: SendMessageRequestHeader) -> dict[str, str]:
-    back = {v: k for k, v in V2_FIELDS.items()}
-    return {back.get(k, k): v for k, v in to_ext_fields(h).items()}
+    return {_V2_BACK[k]: v for k, v in to_ext_fields(h).items()}
 
 
 @dataclass(frozen=True)
 class SendMessageResponseHeader:
     msgId: str
     queueId: int
-    queueOffset: int
+    queueOffset: Long
     transactionId: str | None = None
 
 
@@ -111,28 +72,29 @@ class PullMessageRequestHeader:
     consumerGroup: str
     topic: str
     queueId: int
-    queueOffset: int
+    queueOffset: Long
     maxMsgNums: int
     sysFlag: int
-    commitOffset: int
-    suspendTimeoutMillis: int
-    subVersion: int
+    commitOffset: Long
+    suspendTimeoutMillis: Long
+    subVersion: Long
     subscription: str | None = None
     expressionType: str | None = None
+    bname: str | None = None
 
 
 @dataclass(frozen=True)
 class PullMessageResponseHeader:
-    suggestWhichBrokerId: int
-    nextBeginOffset: int
-    minOffset: int
-    maxOffset: int
+    suggestWhichBrokerId: Long
+    nextBeginOffset: Long
+    minOffset: Long
+    maxOffset: Long
 
 
-PULL_COMMIT_OFFSET = 0x1
-PULL_SUSPEND = 0x2
-PULL_SUBSCRIPTION = 0x4
-PULL_CLASS_FILTER = 0x8
+PULL_COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
+PULL_SUSPEND = int(PullSysFlag.SUSPEND)
+PULL_SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
+PULL_CLASS_FILTER = int(PullSysFlag.CLASS_FILTER)
 
 
 # ---------------------------------------------------------------- offsets, query, view
@@ -142,6 +104,7 @@ class QueryConsumerOffsetRequestHeader:
     consumerGroup: str
     topic: str
     queueId: int
+    bname: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,31 +112,39 @@ class UpdateConsumerOffsetRequestHeader:
     consumerGroup: str
     topic: str
     queueId: int
-    commitOffset: int
+    commitOffset: Long
+    bname: str | None = None
 
 
 @dataclass(frozen=True)
 class TopicQueueRequestHeader:
-    """GetMaxOffset / GetMinOffset / GetEarliestMsgStoretime request headers."""
+    """GetMaxOffset / GetMinOffset / GetEarliestMsgStoretime request headers (same fields)."""
     topic: str
     queueId: int
+    bname: str | None = None
+
+
+GetMaxOffsetRequestHeader = GetMinOffsetRequestHeader = GetEarliestMsgStoretimeRequestHeader = TopicQueueRequestHeader
 
 
 @dataclass(frozen=True)
 class SearchOffsetRequestHeader:
     topic: str
     queueId: int
-    timestamp: int
+    timestamp: Long
+    bname: str | None = None
 
 
 @dataclass(frozen=True)
 class OffsetResponseHeader:
-    offset: int
+    """GetMaxOffset / GetMinOffset / SearchOffset / QueryConsumerOffset response headers."""
+    offset: Long
 
 
 @dataclass(frozen=True)
 class TimestampResponseHeader:
-    timestamp: int
+    """GetEarliestMsgStoretimeResponseHeader."""
+    timestamp: Long
 
 
 @dataclass(frozen=True)
@@ -181,19 +152,22 @@ class QueryMessageRequestHeader:
     topic: str
     key: str
     maxNum: int
-    beginTimestamp: int
-    endTimestamp: int
+    beginTimestamp: Long
+    endTimestamp: Long
+
+
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"   # extra extField of QUERY_MESSAGE, not a header field
 
 
 @dataclass(frozen=True)
 class QueryMessageResponseHeader:
-    indexLastUpdateTimestamp: int
-    indexLastUpdatePhyoffset: int
+    indexLastUpdateTimestamp: Long
+    indexLastUpdatePhyoffset: Long
 
 
 @dataclass(frozen=True)
 class ViewMessageRequestHeader:
-    offset: int
+    offset: Long
 
 
 # ---------------------------------------------------------------- clients
@@ -211,38 +185,68 @@ class ConsumerGroupHeader:
     consumerGroup: str
 
 
+GetConsumerListByGroupRequestHeader = NotifyConsumerIdsChangedRequestHeader = ConsumerGroupHeader
+GetConsumerConnectionListRequestHeader = ConsumerGroupHeader
+
+
 @dataclass(frozen=True)
 class ConsumerSendMsgBackRequestHeader:
-    offset: int
+    offset: Long
     group: str
     delayLevel: int
     originMsgId: str | None = None
     originTopic: str | None = None
     unitMode: bool | None = None
     maxReconsumeTimes: int | None = None
+    bname: str | None = None
 
 
 @dataclass(frozen=True)
 class EndTransactionRequestHeader:
     producerGroup: str
-    tranStateTableOffset: int
-    commitLogOffset: int
+    tranStateTableOffset: Long
+    commitLogOffset: Long
     commitOrRollback: int
     msgId: str
     fromTransactionCheck: bool | None = None
     transactionId: str | None = None
+    bname: str | None = None
 
 
 @dataclass(frozen=True)
 class CheckTransactionStateRequestHeader:
-    tranStateTableOffset: int
-    commitLogOffset: int
+    tranStateTableOffset: Long
+    commitLogOffset: Long
     msgId: str | None = None
     transactionId: str | None = None
     offsetMsgId: str | None = None
+    bname: str | None = None
 
 
-# ---------------------------------------------------------------- topics, groups, admin
+@dataclass(frozen=True)
+class ResetOffsetRequestHeader:
+    topic: str
+    group: str
+    timestamp: Long
+    isForce: bool
+
+
+@dataclass(frozen=True)
+class GetConsumerRunningInfoRequestHeader:
+    consumerGroup: str
+    clientId: str
+    jstackEnable: bool | None = None
+
+
+@dataclass(frozen=True)
+class ConsumeMessageDirectlyResultRequestHeader:
+    consumerGroup: str
+    clientId: str | None = None
+    msgId: str | None = None
+    brokerName: str | None = None
+
+
+# ---------------------------------------------------------------- topics, groups, admin (broker)
 
 @dataclass(frozen=True)
 class CreateTopicRequestHeader:
@@ -253,19 +257,16 @@ class CreateTopicRequestHeader:
     perm: int
     topicFilterType: str
     topicSysFlag: int | None = None
-    order: bool | None = None
+    order: bool | None = None      # @CFNotNull in Java but unused, and the C++ admin call omits it
 
 
 @dataclass(frozen=True)
 class TopicRequestHeader:
-    """DeleteTopic / GetTopicStatsInfo / GetRouteInfo request headers."""
+    """DeleteTopic / GetTopicStatsInfo / QueryTopicConsumeByWho request headers."""
     topic: str
 
 
-@dataclass(frozen=True)
-class GetRouteInfoRequestHeader:
-    topic: str
-    acceptStandardJsonOnly: bool | None = None
+DeleteTopicRequestHeader = GetTopicStatsInfoRequestHeader = QueryTopicConsumeByWhoRequestHeader = TopicRequestHeader
 
 
 @dataclass(frozen=True)
@@ -282,10 +283,61 @@ class GetConsumeStatsRequestHeader:
 
 @dataclass(frozen=True)
 class ProducerGroupHeader:
+    """GetProducerConnectionListRequestHeader."""
     producerGroup: str
 
 
+@dataclass(frozen=True)
+class GetBrokerConfigResponseHeader:
+    version: str
+
+
+@dataclass(frozen=True)
+class GetConsumeStatsInBrokerHeader:
+    isOrder: bool
+
+
+@dataclass(frozen=True)
+class QueryConsumeQueueRequestHeader:
+    topic: str
+    queueId: int
+    index: Long
+    count: int
+    consumerGroup: str | None = None
+
+
+@dataclass(frozen=True)
+class QueryConsumeTimeSpanRequestHeader:
+    topic: str
+    group: str
+
+
+@dataclass(frozen=True)
+class ViewBrokerStatsDataRequestHeader:
+    statsName: str
+    statsKey: str
+
+
+@dataclass(frozen=True)
+class CloneGroupOffsetRequestHeader:
+    srcGroup: str
+    destGroup: str
+    topic: str | None = None
+    offline: bool | None = None
+
+
+@dataclass(frozen=True)
+class ResumeCheckHalfMessageRequestHeader:
+    msgId: str | None = None
+
+
 # ---------------------------------------------------------------- name server
+
+@dataclass(frozen=True)
+class GetRouteInfoRequestHeader:
+    topic: str
+    acceptStandardJsonOnly: bool | None = None
+
 
 @dataclass(frozen=True)
 class RegisterBrokerRequestHeader:
@@ -293,7 +345,7 @@ class RegisterBrokerRequestHeader:
     brokerAddr: str
     clusterName: str
     haServerAddr: str
-    brokerId: int
+    brokerId: Long
     compressed: bool | None = None
     bodyCrc32: int | None = None
 
@@ -309,26 +361,68 @@ class UnRegisterBrokerRequestHeader:
     brokerName: str
     brokerAddr: str
     clusterName: str
-    brokerId: int
+    brokerId: Long
+
+
+@dataclass(frozen=True)
+class QueryDataVersionRequestHeader:
+    brokerName: str
+    brokerAddr: str
+    clusterName: str
+    brokerId: Long
+
+
+@dataclass(frozen=True)
+class QueryDataVersionResponseHeader:
+    changed: bool
 
 
 @dataclass(frozen=True)
 class KVConfigRequestHeader:
-    """Put/Get/Delete KV config request headers (value only for put)."""
+    """Put/Get/Delete KV config and GetKVListByNamespace request headers.
+
+    Java declares key (and value, for put) @CFNotNull; the handlers check them, with Java's remarks.
+    """
     namespace: str
     key: str | None = None
     value: str | None = None
 
 
+PutKVConfigRequestHeader = GetKVConfigRequestHeader = DeleteKVConfigRequestHeader = KVConfigRequestHeader
+GetKVListByNamespaceRequestHeader = KVConfigRequestHeader
+
+
+@dataclass(frozen=True)
+class GetKVConfigResponseHeader:
+    value: str | None = None
+
+
 @dataclass(frozen=True)
 class BrokerNameHeader:
-    """Wipe/add write perm request headers."""
+    """Wipe/Add write perm request headers."""
     brokerName: str
+
+
+WipeWritePermOfBrokerRequestHeader = AddWritePermOfBrokerRequestHeader = BrokerNameHeader
+
+
+@dataclass(frozen=True)
+class WipeWritePermOfBrokerResponseHeader:
+    wipeTopicCount: int
+
+
+@dataclass(frozen=True)
+class AddWritePermOfBrokerResponseHeader:
+    addTopicCount: int
 
 
 @dataclass(frozen=True)
 class ClusterHeader:
+    """GetTopicsByClusterRequestHeader."""
     cluster: str
+
+
+GetTopicsByClusterRequestHeader = ClusterHeader
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,12 @@
-"""JSON bodies the way fastjson writes and reads them.
+"""JSON the way fastjson 1.2.69 (pinned by RocketMQ 4.9.8) writes and reads it.
 
-fastjson writes Integer map keys bare (`{0:"127.0.0.1:10911"}`) and object map keys as JSON
-objects (`{{"brokerName":"b","queueId":0,"topic":"T"}:{...}}`). `loads` accepts both; `dumps`
-writes compact JSON with an option for bare integer keys.
+Writing: compact, bean properties in alphabetical order (the body classes build their dicts that
+way), and optionally fastjson's non-standard map keys: Integer/Long keys bare (`{0:"127.0.0.1:10911"}`,
+the "legacy" encoding) and object keys as JSON objects (`{{"brokerName":"b","queueId":0,"topic":"T"}:{...}}`).
+Reading: standard JSON first, then a small tolerant parser for those two key forms.
+
+Java's HashMap iterates in bucket order, not insertion order, and fastjson writes maps in iteration
+order; `java_order` reproduces that for String and small Long keys so output can match Java's bytes.
 """
 from __future__ import annotations
 
@@ -10,46 +14,79 @@ import json
 
 
 class ObjectKey(tuple):
-    """A map key that was a JSON object: a tuple of sorted (name, value) pairs."""
+    """A map key that was a JSON object: a tuple of sorted (name, value) pairs, hashable."""
+
+    @classmethod
+    def of(cls, d: dict) -> "ObjectKey":
+        return cls(sorted((k, _hashable(v)) for k, v in d.items()))
 
     def as_dict(self) -> dict:
         return dict(self)
 
 
-def loads(data: bytes | str):
-    text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
+# ------------------------------------------------------------------ Java HashMap order
+
+def java_string_hash(s: str) -> int:
+    """`String.hashCode()`: over UTF-16 code units, 32-bit wrapping (as an unsigned int)."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def _java_hash(key) -> int:
+    if isinstance(key, bool):
+        return 1231 if key else 1237
+    if isinstance(key, int):           # Long.hashCode
+        v = key & 0xFFFFFFFFFFFFFFFF
+        return (v ^ (v >> 32)) & 0xFFFFFFFF
+    return java_string_hash(str(key))
+
+
+def java_order(keys, capacity: int = 16) -> list:
+    """Keys in the order a java.util.HashMap built by inserting them (in this order) iterates them.
+
+    `capacity` is the constructor's initial capacity; the table doubles past a 0.75 load factor and
+    a resize keeps the relative order inside a bucket, so order = (bucket, insertion). Bins that Java
+    would turn into trees (8+ colliding keys) are not modelled.
+    """
+    keys = list(keys)
+    n = 1
+    while n < capacity:
+        n <<= 1
+    while len(keys) > n * 0.75:
+        n <<= 1
+
+    def bucket(k) -> int:
+        h = _java_hash(k)
+        return (h ^ (h >> 16)) & (n - 1)
+    return [k for _, _, k in sorted((bucket(k), i, k) for i, k in enumerate(keys))]
+
+
+def java_map(d: dict, capacity: int = 16) -> dict:
+    """A copy of `d` whose iteration order is Java's HashMap order for the same insertions."""
+    return {k: d[k] for k in java_order(d, capacity)}
+
+
+# ------------------------------------------------------------------ reading
+
+def loads(data: bytes | bytearray | str):
+    """Parse a body: standard JSON, or fastjson's bare-number and object map keys."""
+    text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
     try:
         return json.loads(text)
     except json.JSONDecodeError:
         pass
-    value, end = _Parser(text).value(0)
+    p = _Parser(text)
+    value, end = p.value(0)
+    if p.ws(end) != len(text):
+        raise ValueError(f"extra data after JSON value at {end}")
     return value
 
 
-def dumps(obj, bare_int_keys: bool = False) -> bytes:
-    """Compact JSON; with `bare_int_keys`, int dict keys are written unquoted (legacy fastjson)."""
-    return _dump(obj, bare_int_keys).encode()
-
-
-def _dump(obj, bare: bool) -> str:
-    if isinstance(obj, dict):
-        parts = []
-        for k, v in obj.items():
-            if isinstance(k, ObjectKey):
-                key = _dump(k.as_dict(), bare)
-            elif isinstance(k, int) and not isinstance(k, bool) and bare:
-                key = str(k)
-            else:
-                key = json.dumps(str(k), ensure_ascii=False)
-            parts.append(f"{key}:{_dump(v, bare)}")
-        return "{" + ",".join(parts) + "}"
-    if isinstance(obj, (list, tuple)) and not isinstance(obj, ObjectKey):
-        return "[" + ",".join(_dump(v, bare) for v in obj) + "]"
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
 class _Parser:
-    """A small recursive parser for fastjson's non-standard keys; values go through json."""
+    """Recursive descent over objects/arrays; scalars and string keys go through the json module."""
 
     def __init__(self, text: str):
         self.t = text
@@ -61,68 +98,112 @@ class _Parser:
             i += 1
         return i
 
+    def char(self, i: int) -> str:
+        if i >= len(self.t):
+            raise ValueError("unexpected end of JSON")
+        return self.t[i]
+
     def value(self, i: int):
         i = self.ws(i)
-        c = self.t[i] if i < len(self.t) else ""
+        c = self.char(i)
         if c == "{":
             return self.obj(i + 1)
         if c == "[":
             return self.arr(i + 1)
-        if not c:
-            raise ValueError("unexpected end of JSON")
         return self.dec.raw_decode(self.t, i)
 
+    def key(self, i: int):
+        c = self.char(i)
+        if c == '"':
+            return self.dec.raw_decode(self.t, i)
+        if c == "{":
+            d, i = self.obj(i + 1)
+            return ObjectKey.of(d), i
+        j = i
+        while j < len(self.t) and self.t[j] not in ": \t\r\n,{}[]\"":
+            j += 1
+        if j == i:
+            raise ValueError(f"expected a key at {i}")
+        return self.t[i:j], j
+
     def obj(self, i: int):
-        out = {}
+        out: dict = {}
         i = self.ws(i)
-        if self.t[i] == "}":
+        if self.char(i) == "}":
             return out, i + 1
         while True:
+            key, i = self.key(self.ws(i))
             i = self.ws(i)
-            c = self.t[i]
-            if c == '"':
-                key, i = self.dec.raw_decode(self.t, i)
-            elif c == "{":
-                d, i = self.obj(i + 1)
-                key = ObjectKey(sorted((k, _hashable(v)) for k, v in d.items()))
-            else:
-                j = i
-                while j < len(self.t) and self.t[j] not in ": \t\r\n":
-                    j += 1
-                key, i = self.t[i:j], j
-            i = self.ws(i)
-            if self.t[i] != ":":
+            if self.char(i) != ":":
                 raise ValueError(f"expected ':' at {i}")
-            val, i = self.value(i + 1)
-            out[key] = val
+            out[key], i = self.value(i + 1)
             i = self.ws(i)
-            if self.t[i] == ",":
+            c = self.char(i)
+            if c == ",":
                 i += 1
-                continue
-            if self.t[i] == "}":
+            elif c == "}":
                 return out, i + 1
-            raise ValueError(f"expected ',' or '}}' at {i}")
+            else:
+                raise ValueError(f"expected ',' or '}}' at {i}")
 
     def arr(self, i: int):
         out = []
         i = self.ws(i)
-        if self.t[i] == "]":
+        if self.char(i) == "]":
             return out, i + 1
         while True:
             val, i = self.value(i)
             out.append(val)
             i = self.ws(i)
-            if self.t[i] == ",":
+            c = self.char(i)
+            if c == ",":
                 i += 1
-                continue
-            if self.t[i] == "]":
+            elif c == "]":
                 return out, i + 1
-            raise ValueError(f"expected ',' or ']' at {i}")
+            else:
+                raise ValueError(f"expected ',' or ']' at {i}")
 
 
 def _hashable(v):
     if isinstance(v, dict):
-        return ObjectKey(sorted((k, _hashable(x)) for k, x in v.items()))
+        return ObjectKey.of(v)
     if isinstance(v, list):
         return tuple(_hashable(x) for x in v)
     return v
+
+
+# ------------------------------------------------------------------ writing
+
+def dumps(obj, bare_int_keys: bool = False, ascii_only: bool = False) -> bytes:
+    """Compact JSON bytes.
+
+    bare_int_keys: int map keys unquoted, as `RemotingSerializable.encode` (legacy fastjson) writes.
+    ascii_only: non-ASCII as \\uXXXX, as fastjson's BrowserCompatible feature does.
+    ObjectKey map keys are always written as JSON objects (fastjson's only form for them).
+    """
+    return _dump(obj, bare_int_keys, ascii_only).encode()
+
+
+def _dump(obj, bare: bool, ascii_only: bool) -> str:
+    if isinstance(obj, dict):
+        parts = []
+        for k, v in obj.items():
+            if isinstance(k, ObjectKey):
+                key = _dump(k.as_dict(), bare, ascii_only)
+            elif isinstance(k, int) and not isinstance(k, bool) and bare:
+                key = str(k)
+            else:
+                key = json.dumps(_key_text(k), ensure_ascii=ascii_only)
+            parts.append(f"{key}:{_dump(v, bare, ascii_only)}")
+        return "{" + ",".join(parts) + "}"
+    if isinstance(obj, (list, tuple, set, frozenset)) and not isinstance(obj, ObjectKey):
+        return "[" + ",".join(_dump(v, bare, ascii_only) for v in obj) + "]"
+    if isinstance(obj, ObjectKey):
+        return _dump(obj.as_dict(), bare, ascii_only)
+    return json.dumps(obj, ensure_ascii=ascii_only, separators=(",", ":"))
+
+
+def _key_text(k) -> str:
+    if isinstance(k, bool):
+        return "true" if k else "false"
+    return str(k)

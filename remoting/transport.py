@@ -1,9 +1,10 @@
 """The one asyncio module: connections that carry RemotingCommands both ways.
 
-A Connection matches responses to requests by opaque, sends oneway requests, and hands
-requests that arrive (from a client, or from a server to its client: CHECK_TRANSACTION_STATE,
-NOTIFY_CONSUMER_IDS_CHANGED) to its handler. Framing errors close the connection; a handler
-exception becomes a SYSTEM_ERROR response and the connection goes on.
+A Connection matches responses to its requests by opaque, sends oneway requests, and hands the
+requests that arrive to its handler: a client's requests on a server, or a server's requests on a
+client (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED ... travel on the client's own
+connection, told apart from responses only by the RPC_TYPE flag bit). Framing errors close the
+connection; a handler exception becomes a SYSTEM_ERROR response and everything else carries on.
 """
 from __future__ import annotations
 
@@ -11,20 +12,22 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
-from remoting.codes import ResponseCode
+from remoting.codes import FRAME_MAX_LENGTH, RPC_ONEWAY, RequestCode, ResponseCode, code_name
 from remoting.command import RemotingCommand
-from remoting.errors import (FrameError, RemotingClosed, RemotingConnectError, RemotingError, RemotingListenError,
-                             RemotingTimeout, map_os_errors)
+from remoting.errors import (FrameError, RemotingClosed, RemotingConnectError, RemotingError, RemotingTimeout,
+                             map_os_errors)
 from remoting.framing import FrameDecoder
 
 log = logging.getLogger("mqtool.remoting")
 Handler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
 READ_CHUNK = 256 * 1024
+CLOSE_GRACE_S = 2.0     # after bad bytes: how long requests decoded before them may take to answer
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
+    """`host:port` (IPv6 hosts may be bracketed) -> (host, port)."""
     host, _, port = addr.strip().rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not port.isdigit() or int(port) > 65535:
         raise RemotingConnectError(addr, "address must be HOST:PORT")
     return host.strip("[]"), int(port)
 
@@ -44,6 +47,9 @@ class Connection:
         self._tasks: set[asyncio.Task] = set()
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
 
+    def __repr__(self) -> str:
+        return f"<Connection {self.peer}{' closed' if self.closed.is_set() else ''}>"
+
     async def _read_loop(self) -> None:
         decoder = FrameDecoder()
         try:
@@ -55,18 +61,25 @@ class Connection:
                     self._dispatch(cmd)
         except FrameError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
+            for cmd in exc.decoded:          # complete frames that preceded the bad bytes
+                self._dispatch(cmd)
+            if self._tasks:                  # let them answer before the socket goes
+                await asyncio.wait(list(self._tasks), timeout=CLOSE_GRACE_S)
         except (ConnectionError, OSError):
             pass
         finally:
-            self._shutdown()
+            self.shutdown()
 
     def _dispatch(self, cmd: RemotingCommand) -> None:
         if cmd.is_response:
             fut = self.pending.pop(cmd.opaque, None)
             if fut is not None and not fut.done():
                 fut.set_result(cmd)
+            elif fut is None:
+                log.debug("response opaque %d from %s matches no request (timed out?)", cmd.opaque, self.peer)
             return
         if self.handler is None:
+            log.debug("no handler for request %s from %s", cmd.code, self.peer)
             return
         task = asyncio.get_running_loop().create_task(self._handle(cmd))
         self._tasks.add(task)
@@ -75,45 +88,68 @@ class Connection:
     async def _handle(self, cmd: RemotingCommand) -> None:
         try:
             resp = await self.handler(self, cmd)
-        except Exception as exc:  # a handler bug must not take the connection down
-            log.exception("request code %s from %s failed", cmd.code, self.peer)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a handler bug must not take the connection or the server down
+            log.exception("request %s from %s failed", code_name(RequestCode, cmd.code), self.peer)
             resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-        if resp is not None and not cmd.is_oneway:
-            self.send(resp)
+        if resp is None or cmd.is_oneway:
+            return
+        try:
+            frame = _checked_frame(resp)
+        except RemotingError as exc:
+            log.error("response to %s from %s not sent: %s", code_name(RequestCode, cmd.code), self.peer, exc)
+            frame = cmd.response(ResponseCode.SYSTEM_ERROR, str(exc)).encode()
+        self._write(frame)
+        await self.drain()
 
     def send(self, cmd: RemotingCommand) -> None:
+        """Queue one command for writing (no flow control: see `drain`)."""
+        self._write(_checked_frame(cmd))
+
+    def _write(self, frame: bytes) -> None:
         if self.closed.is_set():
             return
         try:
-            self.writer.write(cmd.encode())
-        except (ConnectionError, OSError):
-            self._shutdown()
+            self.writer.write(frame)
+        except (ConnectionError, OSError, RuntimeError):
+            self.shutdown()
 
     async def request(self, cmd: RemotingCommand, timeout_s: float = 3.0) -> RemotingCommand:
+        """Send `cmd` and wait for the response with its opaque."""
         if self.closed.is_set():
             raise RemotingClosed(self.peer)
+        frame = _checked_frame(cmd)
         fut = asyncio.get_running_loop().create_future()
         self.pending[cmd.opaque] = fut
-        self.send(cmd)
         try:
-            return await asyncio.wait_for(fut, timeout_s)
+            self._write(frame)
+            return await asyncio.wait_for(self._drained_then(fut), timeout_s)
         except asyncio.TimeoutError:
             raise RemotingTimeout(self.peer, timeout_s) from None
         finally:
-            self.pending.pop(cmd.opaque, None)
+            if self.pending.get(cmd.opaque) is fut:
+                del self.pending[cmd.opaque]
+
+    async def _drained_then(self, fut: asyncio.Future) -> RemotingCommand:
+        await self.drain()
+        return await fut
 
     async def oneway(self, cmd: RemotingCommand) -> None:
-        cmd.flag |= 0x2
+        cmd.flag |= RPC_ONEWAY
+        if self.closed.is_set():
+            raise RemotingClosed(self.peer)
         self.send(cmd)
         await self.drain()
 
     async def drain(self) -> None:
         try:
             await self.writer.drain()
-        except (ConnectionError, OSError):
-            self._shutdown()
+        except (ConnectionError, OSError, RuntimeError):
+            self.shutdown()
 
-    def _shutdown(self) -> None:
+    def shutdown(self) -> None:
+        """Close now, from sync code too: pending requests fail with RemotingClosed."""
         if self.closed.is_set():
             return
         self.closed.set()
@@ -129,15 +165,24 @@ class Connection:
             try:
                 self.on_close(self)
             except Exception:  # noqa: BLE001
-                log.exception("close callback failed")
+                log.exception("close callback for %s failed", self.peer)
 
     async def close(self) -> None:
-        self._shutdown()
-        self._reader_task.cancel()
-        try:
-            await self._reader_task
-        except (asyncio.CancelledError, Exception):  # noqa: BLE001
-            pass
+        """Close, stop reading and cancel the handlers still running for this connection."""
+        self.shutdown()
+        tasks = [self._reader_task, *self._tasks]
+        for t in tasks:
+            if t is not asyncio.current_task():
+                t.cancel()
+        await asyncio.gather(*(t for t in tasks if t is not asyncio.current_task()), return_exceptions=True)
+
+
+def _checked_frame(cmd: RemotingCommand) -> bytes:
+    """Encode, refusing what the peer's decoder would reject (and close the connection for)."""
+    frame = cmd.encode()
+    if len(frame) - 4 > FRAME_MAX_LENGTH:
+        raise FrameError(f"frame of {len(frame) - 4} bytes exceeds the {FRAME_MAX_LENGTH}-byte limit")
+    return frame
 
 
 class Server:
@@ -152,10 +197,8 @@ class Server:
         self.host = ""
 
     async def start(self, host: str, port: int) -> "Server":
-        try:
+        with map_os_errors(f"{host}:{port}", listen=True):
             self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
-        except OSError as exc:
-            raise RemotingListenError(f"{host}:{port}", (exc.strerror or str(exc)).lower()) from None
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
         return self
@@ -176,15 +219,20 @@ class Server:
             await conn.close()
         if self._server is not None:
             await self._server.wait_closed()
+            self._server = None
+
+
+async def serve(handler: Handler, host: str, port: int,
+                on_close: Callable[[Connection], None] | None = None) -> Server:
+    """Listen on host:port (0 = any free port; see `.port`) and serve `handler` until `stop()`."""
+    return await Server(handler, on_close).start(host, port)
 
 
 async def connect(addr: str, handler: Handler | None = None, timeout_s: float = 3.0) -> Connection:
+    """Open a connection; `handler` serves requests the server sends on it."""
     host, port = parse_addr(addr)
-    with map_os_errors(addr):
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-        except asyncio.TimeoutError:
-            raise RemotingTimeout(addr, timeout_s, "connect") from None
+    with map_os_errors(addr, "connect", timeout_s):
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
     return Connection(reader, writer, handler)
 
 
@@ -221,4 +269,4 @@ class RemotingClient:
         self.connections.clear()
 
 
-__all__ = ["Connection", "Server", "RemotingClient", "connect", "parse_addr", "RemotingError"]
+__all__ = ["Connection", "Server", "RemotingClient", "serve", "connect", "parse_addr", "RemotingError"]

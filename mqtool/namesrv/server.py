@@ -1,75 +1,104 @@
-"""Name server request handlers over the route table, and an embeddable server."""
+"""Name server request handlers (DefaultRequestProcessor.java, 4.9.8) over the route table, and an
+embeddable server: `await NameServer(...).start(host, port)` ... `await stop()`, or `run_namesrv`."""
 from __future__ import annotations
 
 import asyncio
 import logging
-import struct
+import os
 import time
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from mqtool.namesrv.kvconfig import KVConfig
-from mqtool.namesrv.routes import RouteTable
+from mqtool.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KVConfig, KVConfigError
+from mqtool.namesrv.routes import BROKER_CHANNEL_EXPIRED_MS, RouteTable
 from remoting import jsonbody
-from remoting.codes import RequestCode, ResponseCode, VERSION_V4_9_4
+from remoting.bodies import DataVersion, KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
+from remoting.codes import DEFAULT_NAMESRV_PORT, MQVersion, RequestCode, ResponseCode, code_name
 from remoting.command import RemotingCommand
 from remoting.errors import HeaderError
 from remoting.headers import (BrokerNameHeader, ClusterHeader, DeleteTopicFromNamesrvRequestHeader,
-                              GetRouteInfoRequestHeader, KVConfigRequestHeader, RegisterBrokerRequestHeader,
-                              UnRegisterBrokerRequestHeader, from_ext_fields)
+                              GetRouteInfoRequestHeader, KVConfigRequestHeader, QueryDataVersionRequestHeader,
+                              RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
+                              UnRegisterBrokerRequestHeader, from_ext_fields, to_ext_fields)
 from remoting.transport import Connection, Server
 
 log = logging.getLogger("mqtool.namesrv")
-EXPIRY_SCAN_S = 10.0
-ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+EXPIRY_SCAN_S = 10.0          # scanNotActiveBroker period
+CONFIG_BLACK_LIST = {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"}
 
 
-def _now() -> int:
+def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-def decode_register_body(body: bytes, compressed: bool) -> tuple[dict, dict]:
-    """RegisterBrokerBody -> (topicConfigTable, dataVersion); both the JSON and the compressed form."""
-    if not body:
-        return {}, {}
-    if not compressed:
-        data = jsonbody.loads(body)
-        wrapper = data.get("topicConfigSerializeWrapper", data)
-        return wrapper.get("topicConfigTable", {}) or {}, wrapper.get("dataVersion", {}) or {}
-    raw = zlib.decompress(body)
-    p = 0
+@dataclass
+class NamesrvConfig:
+    """The NamesrvConfig properties this name server has (GET/UPDATE_NAMESRV_CONFIG show and set them)."""
+    kvConfigPath: str = str(Path.home() / "namesrv" / "kvConfig.json")
+    orderMessageEnable: bool = False
+    clusterTest: bool = False
+    productEnvName: str = "center"
+    listenPort: int = DEFAULT_NAMESRV_PORT
+    extra: dict[str, str] = field(default_factory=dict)    # unknown keys an admin set, kept as text
 
-    def take() -> bytes:
-        nonlocal p
-        n = struct.unpack_from(">i", raw, p)[0]
-        p += 4
-        chunk = raw[p:p + n]
-        p += n
-        return chunk
-    version = jsonbody.loads(take())
-    count = struct.unpack_from(">i", raw, p)[0]
-    p += 4
-    topics = {}
-    for _ in range(count):
-        name, read, write, perm, ftype = take().decode().split(" ")[:5]
-        topics[name] = {"topicName": name, "readQueueNums": int(read), "writeQueueNums": int(write),
-                        "perm": int(perm), "topicFilterType": ftype}
-    return topics, version
+    def to_properties(self) -> str:
+        items = {"clusterTest": self.clusterTest, "configBlackList": ";".join(sorted(CONFIG_BLACK_LIST)),
+                 "kvConfigPath": self.kvConfigPath, "listenPort": self.listenPort,
+                 "orderMessageEnable": self.orderMessageEnable, "productEnvName": self.productEnvName, **self.extra}
+        return "".join(f"{k}={_prop(v)}\n" for k, v in items.items())
+
+    def update(self, props: dict[str, str]) -> None:
+        for k, v in props.items():
+            if k in ("orderMessageEnable", "clusterTest"):
+                setattr(self, k, v.strip().lower() == "true")
+            elif k == "productEnvName":
+                self.productEnvName = v
+            else:
+                self.extra[k] = v
+
+
+def _prop(v) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """`key=value` lines (java.util.Properties, without escapes or continuations)."""
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        for i, c in enumerate(line):
+            if c in "=:":
+                out[line[:i].strip()] = line[i + 1:].strip()
+                break
+        else:
+            out[line] = ""
+    return out
 
 
 class NameServer:
-    def __init__(self, kv_path: Path | None = None):
-        self.routes = RouteTable()
+    def __init__(self, kv_path: str | os.PathLike | None = None, order_message_enable: bool = False,
+                 clock: Callable[[], int] = _wall_ms, scan_interval_s: float = EXPIRY_SCAN_S):
+        self.config = NamesrvConfig(orderMessageEnable=order_message_enable)
         self.kv = KVConfig(kv_path)
+        self.config.kvConfigPath = str(self.kv.path)
+        self.routes = RouteTable()
+        self.clock = clock
+        self.scan_interval_s = scan_interval_s
         self.server = Server(self.handle, on_close=self._channel_closed)
         self._expiry: asyncio.Task | None = None
 
     @property
     def port(self) -> int:
+        """The bound port (useful after starting on port 0)."""
         return self.server.port
 
-    async def start(self, host: str = "0.0.0.0", port: int = 9876) -> "NameServer":
+    async def start(self, host: str = "0.0.0.0", port: int = DEFAULT_NAMESRV_PORT) -> "NameServer":
         await self.server.start(host, port)
+        self.config.listenPort = self.server.port
         self._expiry = asyncio.get_running_loop().create_task(self._expire_loop())
         log.info("name server listening on %s:%s", host, self.server.port)
         return self
@@ -77,81 +106,133 @@ class NameServer:
     async def stop(self) -> None:
         if self._expiry:
             self._expiry.cancel()
+            await asyncio.gather(self._expiry, return_exceptions=True)
+            self._expiry = None
         await self.server.stop()
 
     async def _expire_loop(self) -> None:
         while True:
-            await asyncio.sleep(EXPIRY_SCAN_S)
-            for addr in self.routes.expire(_now()):
-                log.warning("broker %s expired: no heartbeat for 120 s", addr)
+            await asyncio.sleep(self.scan_interval_s)
+            self.scan_not_active_brokers()
+
+    def scan_not_active_brokers(self) -> int:
+        gone = self.routes.expire(self.clock())
+        for live in gone:
+            log.warning("broker %s expired: no registration for %d s", live.addr, BROKER_CHANNEL_EXPIRED_MS // 1000)
+            if isinstance(live.channel, Connection):
+                live.channel.shutdown()          # Java closes the broker's channel too
+        return len(gone)
 
     def _channel_closed(self, conn: Connection) -> None:
-        for addr in self.routes.channel_closed(conn):
+        for addr in self.routes.channel_closed(conn, conn.peer):
             log.info("broker %s removed: its connection closed", addr)
 
     async def handle(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         handler = _HANDLERS.get(cmd.code)
         if handler is None:
-            # Java's name server sends nothing for unknown codes; answering is kinder and harmless.
+            # Java's name server stays silent (the caller times out); an answer is kinder and harmless.
+            log.warning("request code %s from %s not supported", cmd.code, conn.peer)
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
         try:
             return handler(self, conn, cmd)
         except HeaderError as exc:
+            log.warning("bad %s from %s: %s", code_name(RequestCode, cmd.code), conn.peer, exc)
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        except (ValueError, KeyError, TypeError, zlib.error, struct.error) as exc:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request body: {exc}")
+        except KVConfigError as exc:
+            log.error("%s", exc)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
 
-    # ---- handlers -------------------------------------------------------------------
+    # ---- brokers ---------------------------------------------------------------------
 
     def register_broker(self, conn, cmd):
         h = from_ext_fields(RegisterBrokerRequestHeader, cmd.ext_fields)
-        if h.bodyCrc32 and cmd.body and (zlib.crc32(cmd.body) & 0x7FFFFFFF) != h.bodyCrc32:
+        if h.bodyCrc32 and (zlib.crc32(cmd.body) & 0x7FFFFFFF) != h.bodyCrc32:
+            log.warning("register from %s: crc32 not match", conn.peer)
             return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        topics, version = decode_register_body(cmd.body, bool(h.compressed))
+        try:
+            if not cmd.body:
+                body = RegisterBrokerBody(TopicConfigSerializeWrapper(dataVersion=DataVersion(0, 0)))
+            elif cmd.version >= MQVersion.V3_0_11:
+                body = RegisterBrokerBody.decode(cmd.body, bool(h.compressed))
+            else:   # very old brokers send a bare TopicConfigSerializeWrapper and no filter servers
+                body = RegisterBrokerBody(TopicConfigSerializeWrapper.from_json(jsonbody.loads(cmd.body)), None)
+        except (ValueError, TypeError, AttributeError, zlib.error) as exc:
+            log.warning("register from %s: bad body: %s", conn.peer, exc)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"Failed to decode RegisterBrokerBody: {exc}")
+        new = h.brokerAddr not in self.routes.live
         result = self.routes.register(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId, h.haServerAddr,
-                                      topics, version, conn, _now())
+                                      body.topicConfigSerializeWrapper, body.filterServerList, conn, self.clock())
+        if new:
+            log.info("new broker registered: %s %s id %d at %s (HA %s)", h.clusterName, h.brokerName, h.brokerId,
+                     h.brokerAddr, h.haServerAddr)
         order = self.kv.namespace(ORDER_TOPIC_CONFIG)
-        body = jsonbody.dumps({"table": order}) if order else b""
-        return cmd.response(ResponseCode.SUCCESS, None, result, body)
+        body_out = jsonbody.dumps(KVTable(order).to_json()) if order is not None else b""
+        return cmd.response(ResponseCode.SUCCESS, None,
+                            to_ext_fields(RegisterBrokerResponseHeader(result.haServerAddr, result.masterAddr)),
+                            body_out)
 
     def unregister_broker(self, conn, cmd):
         h = from_ext_fields(UnRegisterBrokerRequestHeader, cmd.ext_fields)
         self.routes.unregister(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId)
+        log.info("broker unregistered: %s %s id %d at %s", h.clusterName, h.brokerName, h.brokerId, h.brokerAddr)
         return cmd.response(ResponseCode.SUCCESS)
+
+    def query_data_version(self, conn, cmd):
+        h = from_ext_fields(QueryDataVersionRequestHeader, cmd.ext_fields)
+        try:
+            version = DataVersion.from_json(jsonbody.loads(cmd.body)) if cmd.body else None
+        except (ValueError, TypeError, AttributeError) as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad DataVersion body: {exc}")
+        changed = version is None or self.routes.topic_config_changed(h.brokerAddr, version)
+        if not changed:
+            self.routes.touch(h.brokerAddr, self.clock())
+        ours = self.routes.data_version(h.brokerAddr)
+        return cmd.response(ResponseCode.SUCCESS, None, {"changed": changed},
+                            jsonbody.dumps(ours.to_json()) if ours else b"")
+
+    # ---- routes and clusters -----------------------------------------------------------
 
     def route_by_topic(self, conn, cmd):
         h = from_ext_fields(GetRouteInfoRequestHeader, cmd.ext_fields)
         route = self.routes.route(h.topic)
         if route is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
-                                f"No topic route info in name server for the topic: {h.topic}")
-        order = self.kv.get(ORDER_TOPIC_CONFIG, h.topic)
-        if order:
-            route = {"orderTopicConf": order, **route}
-        standard = cmd.version >= VERSION_V4_9_4 or bool(h.acceptStandardJsonOnly)
-        # Legacy clients get fastjson's bare integer broker-id keys; newer ones standard JSON.
-        return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(route, bare_int_keys=not standard))
+                                f"No topic route info in name server for the topic: {h.topic}\n"
+                                "See http://rocketmq.apache.org/docs/faq/ for further details.")
+        if self.config.orderMessageEnable:
+            route.orderTopicConf = self.kv.get(ORDER_TOPIC_CONFIG, h.topic)
+        # 4.9.4+ clients (or ones that ask) get standard JSON; older ones fastjson's bare integer keys.
+        standard = cmd.version >= MQVersion.V4_9_4 or bool(h.acceptStandardJsonOnly)
+        return cmd.response(ResponseCode.SUCCESS, None, None, route.encode(standard))
 
     def cluster_info(self, conn, cmd):
-        return cmd.response(ResponseCode.SUCCESS, None, None,
-                            jsonbody.dumps(self.routes.cluster_info(), bare_int_keys=True))
+        return cmd.response(ResponseCode.SUCCESS, None, None, self.routes.cluster_info().encode())
+
+    def _topic_list(self, cmd, topics):
+        return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(topics.to_json()))
 
     def all_topics(self, conn, cmd):
-        return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps({"topicList": self.routes.all_topics()}))
+        return self._topic_list(cmd, self.routes.all_topics())
 
     def topics_by_cluster(self, conn, cmd):
-        h = from_ext_fields(ClusterHeader, cmd.ext_fields)
-        return cmd.response(ResponseCode.SUCCESS, None, None,
-                            jsonbody.dumps({"topicList": self.routes.topics_of_cluster(h.cluster)}))
+        return self._topic_list(cmd, self.routes.topics_of_cluster(from_ext_fields(ClusterHeader, cmd.ext_fields).cluster))
+
+    def system_topics(self, conn, cmd):
+        return self._topic_list(cmd, self.routes.system_topics())
+
+    def unit_topics(self, conn, cmd):
+        return self._topic_list(cmd, self.routes.unit_topics(cmd.code))
 
     def wipe_write_perm(self, conn, cmd):
         h = from_ext_fields(BrokerNameHeader, cmd.ext_fields)
-        n = self.routes.set_write_perm(h.brokerName, False)
+        n = self.routes.wipe_write_perm(h.brokerName)
+        log.info("wipe write perm of broker %s by %s: %d topics", h.brokerName, conn.peer, n)
         return cmd.response(ResponseCode.SUCCESS, None, {"wipeTopicCount": n})
 
     def add_write_perm(self, conn, cmd):
         h = from_ext_fields(BrokerNameHeader, cmd.ext_fields)
-        n = self.routes.set_write_perm(h.brokerName, True)
+        n = self.routes.add_write_perm(h.brokerName)
+        log.info("add write perm of broker %s by %s: %d topics", h.brokerName, conn.peer, n)
         return cmd.response(ResponseCode.SUCCESS, None, {"addTopicCount": n})
 
     def delete_topic(self, conn, cmd):
@@ -159,23 +240,29 @@ class NameServer:
         self.routes.delete_topic(h.topic, h.clusterName)
         return cmd.response(ResponseCode.SUCCESS)
 
+    # ---- KV config and name server config ---------------------------------------------
+
     def put_kv(self, conn, cmd):
         h = from_ext_fields(KVConfigRequestHeader, cmd.ext_fields)
-        if h.key is None or h.value is None:
-            raise HeaderError("PUT_KV_CONFIG needs key and value")
+        if h.key is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "namespace or key is null")
+        if h.value is None:
+            raise HeaderError("the request header misses required field 'value'")
         self.kv.put(h.namespace, h.key, h.value)
         return cmd.response(ResponseCode.SUCCESS)
 
     def get_kv(self, conn, cmd):
         h = from_ext_fields(KVConfigRequestHeader, cmd.ext_fields)
-        value = self.kv.get(h.namespace, h.key or "")
+        value = self.kv.get(h.namespace, h.key) if h.key is not None else None
         if value is None:
             return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace} Key: {h.key}")
         return cmd.response(ResponseCode.SUCCESS, None, {"value": value})
 
     def delete_kv(self, conn, cmd):
         h = from_ext_fields(KVConfigRequestHeader, cmd.ext_fields)
-        self.kv.delete(h.namespace, h.key or "")
+        if h.key is None:
+            raise HeaderError("the request header misses required field 'key'")
+        self.kv.delete(h.namespace, h.key)
         return cmd.response(ResponseCode.SUCCESS)
 
     def kv_list(self, conn, cmd):
@@ -183,21 +270,57 @@ class NameServer:
         table = self.kv.namespace(h.namespace)
         if table is None:
             return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace}")
-        return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps({"table": table}))
+        return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(KVTable(table).to_json()))
+
+    def get_config(self, conn, cmd):
+        return cmd.response(ResponseCode.SUCCESS, None, None, self.config.to_properties().encode())
+
+    def update_config(self, conn, cmd):
+        if not cmd.body:
+            return cmd.response(ResponseCode.SUCCESS)
+        try:
+            props = parse_properties(cmd.body.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
+        if CONFIG_BLACK_LIST & props.keys():
+            return cmd.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        self.config.update(props)
+        log.info("config updated by %s: %s", conn.peer, props)
+        return cmd.response(ResponseCode.SUCCESS)
 
 
 _HANDLERS = {
+    RequestCode.PUT_KV_CONFIG: NameServer.put_kv,
+    RequestCode.GET_KV_CONFIG: NameServer.get_kv,
+    RequestCode.DELETE_KV_CONFIG: NameServer.delete_kv,
+    RequestCode.QUERY_DATA_VERSION: NameServer.query_data_version,
     RequestCode.REGISTER_BROKER: NameServer.register_broker,
     RequestCode.UNREGISTER_BROKER: NameServer.unregister_broker,
     RequestCode.GET_ROUTEINFO_BY_TOPIC: NameServer.route_by_topic,
     RequestCode.GET_BROKER_CLUSTER_INFO: NameServer.cluster_info,
-    RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: NameServer.all_topics,
-    RequestCode.GET_TOPICS_BY_CLUSTER: NameServer.topics_by_cluster,
     RequestCode.WIPE_WRITE_PERM_OF_BROKER: NameServer.wipe_write_perm,
     RequestCode.ADD_WRITE_PERM_OF_BROKER: NameServer.add_write_perm,
+    RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: NameServer.all_topics,
     RequestCode.DELETE_TOPIC_IN_NAMESRV: NameServer.delete_topic,
-    RequestCode.PUT_KV_CONFIG: NameServer.put_kv,
-    RequestCode.GET_KV_CONFIG: NameServer.get_kv,
-    RequestCode.DELETE_KV_CONFIG: NameServer.delete_kv,
     RequestCode.GET_KVLIST_BY_NAMESPACE: NameServer.kv_list,
+    RequestCode.GET_TOPICS_BY_CLUSTER: NameServer.topics_by_cluster,
+    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: NameServer.system_topics,
+    RequestCode.GET_UNIT_TOPIC_LIST: NameServer.unit_topics,
+    RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: NameServer.unit_topics,
+    RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: NameServer.unit_topics,
+    RequestCode.UPDATE_NAMESRV_CONFIG: NameServer.update_config,
+    RequestCode.GET_NAMESRV_CONFIG: NameServer.get_config,
 }
+
+
+async def run_namesrv(host: str = "0.0.0.0", port: int = DEFAULT_NAMESRV_PORT,
+                      kv_path: str | os.PathLike | None = None, order_message_enable: bool = False,
+                      ready: Callable[[NameServer], None] | None = None) -> None:
+    """Serve until cancelled; `ready(server)` is called once listening."""
+    server = await NameServer(kv_path, order_message_enable).start(host, port)
+    try:
+        if ready:
+            ready(server)
+        await asyncio.Event().wait()
+    finally:
+        await server.stop()

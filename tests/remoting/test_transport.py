@@ -1,86 +1,230 @@
-"""The asyncio transport over real 127.0.0.1 sockets."""
+"""The asyncio transport over real 127.0.0.1 sockets (ephemeral ports)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
-from remoting.codes import ResponseCode
+from remoting.codes import FRAME_MAX_LENGTH, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.errors import RemotingConnectError, RemotingTimeout
-from remoting.transport import RemotingClient, Server, connect
+from remoting.errors import FrameError, RemotingClosed, RemotingConnectError, RemotingError, RemotingTimeout
+from remoting.framing import FrameDecoder
+from remoting.transport import RemotingClient, connect, parse_addr, serve
+
+BOOM, SLOW, ASK_CLIENT, RECORD, ECHO = 1, 2, 3, 4, 10
 
 
-async def echo_handler(conn, cmd):
-    if cmd.code == 1:
-        raise RuntimeError("boom")
-    if cmd.code == 2:
-        await asyncio.sleep(10)
-    if cmd.code == 3:  # the server asks the client something on the same connection
-        answer = await conn.request(RemotingCommand.request(40, {"q": "ping"}), 2)
-        return cmd.response(0, answer.remark)
-    if cmd.code == 4:
-        conn.attrs["seen"] = cmd.ext_fields.get("v")
-        return None
-    return cmd.response(0, None, {"echo": cmd.ext_fields.get("x", "")}, cmd.body)
+class Service:
+    """A scripted server: each request code does one thing."""
+
+    def __init__(self):
+        self.seen: asyncio.Queue = asyncio.Queue()
+        self.release = asyncio.Event()
+
+    async def handle(self, conn, cmd):
+        if cmd.code == BOOM:
+            raise RuntimeError("boom")
+        if cmd.code == SLOW:
+            await self.release.wait()
+            return cmd.response(0, "late")
+        if cmd.code == ASK_CLIENT:   # the server asks the client something on the client's own connection
+            answer = await conn.request(RemotingCommand.request(40, {"q": "ping"}), 2)
+            return cmd.response(0, answer.remark)
+        if cmd.code == RECORD:
+            await self.seen.put(cmd)
+            return cmd.response(0, "must not be sent for a oneway request")
+        return cmd.response(0, None, {"echo": cmd.ext_fields.get("x", "")}, cmd.body)
 
 
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 20))
 
 
-def test_request_response_errors_oneway_and_server_requests():
-    async def scenario():
-        server = await Server(echo_handler).start("127.0.0.1", 0)
+async def raw_frames(reader, n: int) -> list[RemotingCommand]:
+    decoder, out = FrameDecoder(), []
+    while len(out) < n:
+        data = await reader.read(65536)
+        assert data, "connection closed early"
+        out += decoder.feed(data)
+    return out
 
-        async def client_side(conn, cmd):
-            return cmd.response(0, "pong:" + cmd.ext_fields["q"])
-        client = RemotingClient(client_side)
+
+def test_request_response_and_many_in_flight():
+    async def scenario():
+        server = await serve(Service().handle, "127.0.0.1", 0)
+        client = RemotingClient()
         addr = f"127.0.0.1:{server.port}"
-        resp = await client.invoke(addr, RemotingCommand.request(10, {"x": 5}, b"payload"))
-        assert resp.code == 0 and resp.ext_fields == {"echo": "5"} and resp.body == b"payload"
-        many = await asyncio.gather(*(client.invoke(addr, RemotingCommand.request(10, {"x": i})) for i in range(50)))
-        assert [r.ext_fields["echo"] for r in many] == [str(i) for i in range(50)]
-        bad = await client.invoke(addr, RemotingCommand.request(1))
-        assert bad.code == ResponseCode.SYSTEM_ERROR and "boom" in bad.remark
-        with pytest.raises(RemotingTimeout):
-            await client.invoke(addr, RemotingCommand.request(2), timeout_s=0.2)
-        asked = await client.invoke(addr, RemotingCommand.request(3))
-        assert asked.remark == "pong:ping"
-        await client.invoke_oneway(addr, RemotingCommand.request(4, {"v": "seen-it"}))
-        conn = next(iter(server.connections))
-        for _ in range(200):
-            if conn.attrs.get("seen"):
-                break
-            await asyncio.sleep(0.01)
-        assert conn.attrs["seen"] == "seen-it"
+        resp = await client.invoke(addr, RemotingCommand.request(ECHO, {"x": 5}, b"payload"))
+        assert resp.code == 0 and resp.is_response and resp.ext_fields == {"echo": "5"} and resp.body == b"payload"
+        many = await asyncio.gather(*(client.invoke(addr, RemotingCommand.request(ECHO, {"x": i})) for i in range(100)))
+        assert [r.ext_fields["echo"] for r in many] == [str(i) for i in range(100)]
+        big = await client.invoke(addr, RemotingCommand.request(ECHO, body=b"z" * 3_000_000))
+        assert len(big.body) == 3_000_000
+        assert len(client.connections) == 1
         await client.close()
         await server.stop()
     run(scenario())
 
 
-def test_garbage_closes_only_that_connection():
+def test_handler_exception_becomes_system_error_logged_once(caplog):
     async def scenario():
-        closed = []
-        server = await Server(echo_handler, on_close=closed.append).start("127.0.0.1", 0)
-        good = await connect(f"127.0.0.1:{server.port}")
+        server = await serve(Service().handle, "127.0.0.1", 0)
+        a = await connect(f"127.0.0.1:{server.port}")
+        b = await connect(f"127.0.0.1:{server.port}")
+        with caplog.at_level(logging.ERROR, logger="mqtool.remoting"):
+            bad = await a.request(RemotingCommand.request(BOOM))
+        assert bad.code == ResponseCode.SYSTEM_ERROR and bad.remark == "RuntimeError: boom"
+        assert len([r for r in caplog.records if "failed" in r.getMessage()]) == 1
+        assert (await a.request(RemotingCommand.request(ECHO, {"x": "a"}))).ext_fields["echo"] == "a"
+        assert (await b.request(RemotingCommand.request(ECHO, {"x": "b"}))).ext_fields["echo"] == "b"
+        await a.close()
+        await b.close()
+        await server.stop()
+    run(scenario())
+
+
+def test_timeout_then_late_response_is_dropped():
+    async def scenario():
+        svc = Service()
+        server = await serve(svc.handle, "127.0.0.1", 0)
+        conn = await connect(f"127.0.0.1:{server.port}")
+        with pytest.raises(RemotingTimeout, match="timed out after 100 ms"):
+            await conn.request(RemotingCommand.request(SLOW), timeout_s=0.1)
+        assert conn.pending == {}
+        svc.release.set()              # the late answer arrives and matches nothing
+        assert (await conn.request(RemotingCommand.request(ECHO, {"x": 1}))).ext_fields == {"echo": "1"}
+        await conn.close()
+        await server.stop()
+    run(scenario())
+
+
+def test_oneway_gets_no_response():
+    async def scenario():
+        svc = Service()
+        server = await serve(svc.handle, "127.0.0.1", 0)
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        writer.write(b"\xff\xff\xff\xffGARBAGE")
-        await writer.drain()
-        assert await asyncio.wait_for(reader.read(), 5) == b""   # server closed it
-        assert len(closed) == 1
-        resp = await good.request(RemotingCommand.request(10, {"x": "still"}))
-        assert resp.ext_fields["echo"] == "still"
+        oneway = RemotingCommand.request(RECORD, {"v": "seen"}, oneway=True)
+        echo = RemotingCommand.request(ECHO, {"x": "after"})
+        writer.write(oneway.encode() + echo.encode())
+        got = await svc.seen.get()
+        assert got.is_oneway and got.ext_fields == {"v": "seen"}
+        (first,) = await raw_frames(reader, 1)
+        assert first.opaque == echo.opaque         # nothing was sent back for the oneway request
+        client = RemotingClient()
+        await client.invoke_oneway(f"127.0.0.1:{server.port}", RemotingCommand.request(RECORD, {"v": "two"}))
+        assert (await svc.seen.get()).ext_fields == {"v": "two"}
+        writer.close()
+        await client.close()
+        await server.stop()
+    run(scenario())
+
+
+def test_server_sends_a_request_to_its_client():
+    async def scenario():
+        server = await serve(Service().handle, "127.0.0.1", 0)
+
+        async def client_side(conn, cmd):
+            assert not cmd.is_response
+            return cmd.response(0, "pong:" + cmd.ext_fields["q"])
+        client = RemotingClient(client_side)
+        asked = await client.invoke(f"127.0.0.1:{server.port}", RemotingCommand.request(ASK_CLIENT))
+        assert asked.remark == "pong:ping"
+        (server_conn,) = server.connections
+        direct = await server_conn.request(RemotingCommand.request(39, {"q": "direct"}))
+        assert direct.remark == "pong:direct"
+        await client.close()
+        await server.stop()
+    run(scenario())
+
+
+def test_garbage_and_oversize_close_only_that_connection():
+    async def scenario():
+        closed = asyncio.Queue()
+        server = await serve(Service().handle, "127.0.0.1", 0, on_close=closed.put_nowait)
+        good = await connect(f"127.0.0.1:{server.port}")
+        for junk in (b"\xff\xff\xff\xffGARBAGE", (FRAME_MAX_LENGTH + 1).to_bytes(4, "big"),
+                     b"\x00\x00\x00\x08\x00\x00\x00\x04{{{{"):
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(junk)       # the oversize length is refused before any of its body arrives
+            assert await reader.read() == b""
+            await closed.get()
+            writer.close()
+        resp = await good.request(RemotingCommand.request(ECHO, {"x": "still"}))
+        assert resp.ext_fields["echo"] == "still" and len(server.connections) == 1
         await good.close()
         await server.stop()
     run(scenario())
 
 
-def test_connect_refused_is_a_clear_error():
+def test_a_frame_before_garbage_in_the_same_packet_is_still_answered():
     async def scenario():
-        server = await Server(echo_handler).start("127.0.0.1", 0)
+        server = await serve(Service().handle, "127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        req = RemotingCommand.request(ECHO, {"x": "first"})
+        writer.write(req.encode() + b"\xff\xff\xff\xff")
+        data = await reader.read()          # the response, then EOF
+        (resp,) = FrameDecoder().feed(data)
+        assert resp.opaque == req.opaque and resp.ext_fields == {"echo": "first"}
+        writer.close()
+        await server.stop()
+    run(scenario())
+
+
+def test_pending_requests_fail_when_the_peer_goes_away():
+    async def scenario():
+        svc = Service()
+        server = await serve(svc.handle, "127.0.0.1", 0)
+        conn = await connect(f"127.0.0.1:{server.port}")
+        pending = asyncio.ensure_future(conn.request(RemotingCommand.request(SLOW), timeout_s=10))
+        while not server.connections:
+            await asyncio.sleep(0)
+        await server.stop()
+        with pytest.raises(RemotingClosed):
+            await pending
+        with pytest.raises(RemotingClosed):
+            await conn.request(RemotingCommand.request(ECHO))
+        await conn.close()
+    run(scenario())
+
+
+def test_client_reconnects_after_the_connection_closed():
+    async def scenario():
+        server = await serve(Service().handle, "127.0.0.1", 0)
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        await client.invoke(addr, RemotingCommand.request(ECHO))
+        first = client.connections[addr]
+        await first.close()
+        assert (await client.invoke(addr, RemotingCommand.request(ECHO, {"x": 2}))).ext_fields["echo"] == "2"
+        assert client.connections[addr] is not first
+        await client.close()
+        await server.stop()
+    run(scenario())
+
+
+def test_oversize_outgoing_frame_is_refused_locally():
+    async def scenario():
+        server = await serve(Service().handle, "127.0.0.1", 0)
+        conn = await connect(f"127.0.0.1:{server.port}")
+        with pytest.raises(FrameError, match="exceeds"):
+            await conn.request(RemotingCommand.request(ECHO, body=b"\0" * FRAME_MAX_LENGTH))
+        assert (await conn.request(RemotingCommand.request(ECHO, {"x": "ok"}))).ext_fields["echo"] == "ok"
+        await conn.close()
+        await server.stop()
+    run(scenario())
+
+
+def test_connect_and_listen_errors_are_remoting_errors():
+    async def scenario():
+        server = await serve(Service().handle, "127.0.0.1", 0)
         port = server.port
+        with pytest.raises(RemotingError, match=f"cannot listen on 127.0.0.1:{port}"):
+            await serve(Service().handle, "127.0.0.1", port)
         await server.stop()
         with pytest.raises(RemotingConnectError, match=f"127.0.0.1:{port}"):
             await connect(f"127.0.0.1:{port}")
+        with pytest.raises(RemotingConnectError, match="HOST:PORT"):
+            await connect("no-port")
     run(scenario())
+    assert parse_addr("[::1]:9876") == ("::1", 9876)

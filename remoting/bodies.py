@@ -1,0 +1,469 @@
+"""Body shapes of the requests and responses (common/.../protocol/{body,route,heartbeat}/*.java, 4.9.8).
+
+Each class has `to_json()` -> a dict with fastjson's property order (alphabetical) and
+`from_json(obj)` that reads what Java, fastjson-legacy or the C++ client send (missing fields take
+Java's defaults; enums by name or ordinal). Bytes go through `remoting.jsonbody`.
+"""
+from __future__ import annotations
+
+import struct
+import time
+import zlib
+from dataclasses import dataclass, field
+
+from remoting import jsonbody
+from remoting.codes import PermName
+
+TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
+MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
+CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+                      "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
+                      "CONSUME_FROM_TIMESTAMP")
+
+
+def enum_name(value, names: tuple[str, ...], default: str | None = None) -> str | None:
+    """A Java enum sent by name (Java) or by ordinal (the C++ client)."""
+    if value is None:
+        return default
+    if isinstance(value, int) and not isinstance(value, bool):
+        return names[value] if 0 <= value < len(names) else default
+    text = str(value)
+    if text.lstrip("-").isdigit():
+        return enum_name(int(text), names, default)
+    return text
+
+
+def _int(v, default: int = 0) -> int:
+    if v is None or v == "":
+        return default
+    if isinstance(v, dict):            # an AtomicLong some writers spell {"value": n}
+        v = v.get("value", default)
+    return int(v)
+
+
+def _bool(v, default: bool = False) -> bool:
+    if v is None:
+        return default
+    if isinstance(v, str):
+        return v.lower() == "true"
+    return bool(v)
+
+
+# ------------------------------------------------------------------ topic configs, register broker
+
+@dataclass(frozen=True)
+class DataVersion:
+    timestamp: int = 0
+    counter: int = 0
+
+    @classmethod
+    def now(cls, counter: int = 0) -> "DataVersion":
+        return cls(int(time.time() * 1000), counter)
+
+    def to_json(self) -> dict:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+    @classmethod
+    def from_json(cls, obj) -> "DataVersion":
+        obj = obj or {}
+        return cls(_int(obj.get("timestamp")), _int(obj.get("counter")))
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    topicName: str
+    readQueueNums: int = 16
+    writeQueueNums: int = 16
+    perm: int = PermName.PERM_READ | PermName.PERM_WRITE
+    topicFilterType: str = "SINGLE_TAG"
+    topicSysFlag: int = 0
+    order: bool = False
+
+    def to_json(self) -> dict:
+        return {"order": self.order, "perm": int(self.perm), "readQueueNums": self.readQueueNums,
+                "topicFilterType": self.topicFilterType, "topicName": self.topicName,
+                "topicSysFlag": self.topicSysFlag, "writeQueueNums": self.writeQueueNums}
+
+    @classmethod
+    def from_json(cls, obj: dict, name: str | None = None) -> "TopicConfig":
+        return cls(str(obj.get("topicName") or name or ""), _int(obj.get("readQueueNums"), 16),
+                   _int(obj.get("writeQueueNums"), 16), _int(obj.get("perm"), 6),
+                   enum_name(obj.get("topicFilterType"), TOPIC_FILTER_TYPES, "SINGLE_TAG"),
+                   _int(obj.get("topicSysFlag")), _bool(obj.get("order")))
+
+    def encode_text(self) -> str:
+        """`TopicConfig.encode()`: the compressed register body's per-topic line (no sysflag, no order)."""
+        return f"{self.topicName} {self.readQueueNums} {self.writeQueueNums} {int(self.perm)} {self.topicFilterType}"
+
+    @classmethod
+    def decode_text(cls, text: str) -> "TopicConfig":
+        parts = text.split(" ")
+        if len(parts) != 5:        # Java leaves every default (even a null name) in place
+            raise ValueError(f"topic config line needs 5 fields: {text!r}")
+        return cls(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4])
+
+
+@dataclass
+class TopicConfigSerializeWrapper:
+    topicConfigTable: dict[str, TopicConfig] = field(default_factory=dict)
+    dataVersion: DataVersion = field(default_factory=DataVersion)
+
+    def to_json(self) -> dict:
+        return {"dataVersion": self.dataVersion.to_json(),
+                "topicConfigTable": {k: v.to_json() for k, v in self.topicConfigTable.items()}}
+
+    @classmethod
+    def from_json(cls, obj) -> "TopicConfigSerializeWrapper":
+        obj = obj or {}
+        table = {str(k): TopicConfig.from_json(v or {}, str(k)) for k, v in (obj.get("topicConfigTable") or {}).items()}
+        return cls(table, DataVersion.from_json(obj.get("dataVersion")))
+
+
+_LEN = struct.Struct(">i")
+
+
+@dataclass
+class RegisterBrokerBody:
+    topicConfigSerializeWrapper: TopicConfigSerializeWrapper = field(default_factory=TopicConfigSerializeWrapper)
+    filterServerList: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"filterServerList": list(self.filterServerList),
+                "topicConfigSerializeWrapper": self.topicConfigSerializeWrapper.to_json()}
+
+    @classmethod
+    def from_json(cls, obj) -> "RegisterBrokerBody":
+        obj = obj or {}
+        if "topicConfigSerializeWrapper" not in obj and "topicConfigTable" in obj:
+            # brokers older than V3_0_11 send a bare TopicConfigSerializeWrapper
+            return cls(TopicConfigSerializeWrapper.from_json(obj), [])
+        return cls(TopicConfigSerializeWrapper.from_json(obj.get("topicConfigSerializeWrapper")),
+                   [str(s) for s in obj.get("filterServerList") or []])
+
+    def encode(self, compress: bool = False) -> bytes:
+        if not compress:
+            return jsonbody.dumps(self.to_json())
+        # zlib stream (Deflater BEST_COMPRESSION) of length-prefixed parts
+        wrapper = self.topicConfigSerializeWrapper
+        parts = [_chunk(jsonbody.dumps(wrapper.dataVersion.to_json())), _LEN.pack(len(wrapper.topicConfigTable))]
+        parts += [_chunk(tc.encode_text().encode()) for tc in wrapper.topicConfigTable.values()]
+        parts.append(_chunk(jsonbody.dumps(list(self.filterServerList))))
+        return zlib.compress(b"".join(parts), 9)
+
+    @classmethod
+    def decode(cls, data: bytes, compressed: bool = False) -> "RegisterBrokerBody":
+        """Raises ValueError (or zlib.error) on a body Java could not decode either."""
+        if not compressed:
+            return cls.from_json(jsonbody.loads(data))
+        raw = zlib.decompress(data)
+        p = 0
+
+        def take() -> bytes:
+            nonlocal p
+            (n,) = _LEN.unpack_from(raw, p)
+            if n < 0 or p + 4 + n > len(raw):
+                raise ValueError("compressed register body ends early")
+            p += 4 + n
+            return raw[p - n:p]
+        version = DataVersion.from_json(jsonbody.loads(take()))
+        (count,) = _LEN.unpack_from(raw, p)
+        p += 4
+        table = {}
+        for _ in range(count):
+            tc = TopicConfig.decode_text(take().decode())
+            table[tc.topicName] = tc
+        servers = jsonbody.loads(take()) or []
+        return cls(TopicConfigSerializeWrapper(table, version), [str(s) for s in servers])
+
+
+def _chunk(b: bytes) -> bytes:
+    return _LEN.pack(len(b)) + b
+
+
+# ------------------------------------------------------------------ routes and clusters
+
+@dataclass
+class QueueData:
+    brokerName: str
+    readQueueNums: int
+    writeQueueNums: int
+    perm: int
+    topicSysFlag: int = 0
+
+    def to_json(self) -> dict:
+        return {"brokerName": self.brokerName, "perm": self.perm, "readQueueNums": self.readQueueNums,
+                "topicSysFlag": self.topicSysFlag, "writeQueueNums": self.writeQueueNums}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "QueueData":
+        return cls(str(obj.get("brokerName")), _int(obj.get("readQueueNums")), _int(obj.get("writeQueueNums")),
+                   _int(obj.get("perm")), _int(obj.get("topicSysFlag", obj.get("topicSynFlag"))))
+
+
+@dataclass
+class BrokerData:
+    cluster: str
+    brokerName: str
+    brokerAddrs: dict[int, str] = field(default_factory=dict)   # brokerId (0 = master) -> ip:port
+
+    def to_json(self) -> dict:
+        # brokerAddrs is a HashMap<Long, String>: small ids iterate in numeric order
+        return {"brokerAddrs": jsonbody.java_map(self.brokerAddrs), "brokerName": self.brokerName,
+                "cluster": self.cluster}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "BrokerData":
+        return cls(str(obj.get("cluster")), str(obj.get("brokerName")),
+                   {int(k): str(v) for k, v in (obj.get("brokerAddrs") or {}).items()})
+
+    def master_addr(self) -> str | None:
+        return self.brokerAddrs.get(0)
+
+
+@dataclass
+class TopicRouteData:
+    queueDatas: list[QueueData] = field(default_factory=list)
+    brokerDatas: list[BrokerData] = field(default_factory=list)
+    filterServerTable: dict[str, list[str]] = field(default_factory=dict)
+    orderTopicConf: str | None = None
+
+    def to_json(self) -> dict:
+        out = {"brokerDatas": [b.to_json() for b in self.brokerDatas], "filterServerTable": self.filterServerTable}
+        if self.orderTopicConf is not None:
+            out["orderTopicConf"] = self.orderTopicConf
+        out["queueDatas"] = [q.to_json() for q in self.queueDatas]
+        return out
+
+    def encode(self, standard: bool = True) -> bytes:
+        """standard: what 4.9.4+ name servers send (quoted keys, sorted maps, non-ASCII escaped);
+        else the legacy `RemotingSerializable.encode` form with bare broker-id keys."""
+        if standard:
+            obj = self.to_json()
+            for b in obj["brokerDatas"]:
+                b["brokerAddrs"] = dict(sorted(b["brokerAddrs"].items()))
+            obj["filterServerTable"] = dict(sorted(obj["filterServerTable"].items()))
+            return jsonbody.dumps(obj, ascii_only=True)
+        return jsonbody.dumps(self.to_json(), bare_int_keys=True)
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "TopicRouteData":
+        return cls([QueueData.from_json(q) for q in obj.get("queueDatas") or []],
+                   [BrokerData.from_json(b) for b in obj.get("brokerDatas") or []],
+                   {str(k): list(v or []) for k, v in (obj.get("filterServerTable") or {}).items()},
+                   obj.get("orderTopicConf"))
+
+    @classmethod
+    def decode(cls, data: bytes) -> "TopicRouteData":
+        return cls.from_json(jsonbody.loads(data))
+
+
+@dataclass
+class ClusterInfo:
+    brokerAddrTable: dict[str, BrokerData] = field(default_factory=dict)
+    clusterAddrTable: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"brokerAddrTable": {k: v.to_json() for k, v in self.brokerAddrTable.items()},
+                "clusterAddrTable": {k: list(v) for k, v in self.clusterAddrTable.items()}}
+
+    def encode(self) -> bytes:
+        """Always the legacy encoder, like Java: bare broker-id keys."""
+        return jsonbody.dumps(self.to_json(), bare_int_keys=True)
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "ClusterInfo":
+        return cls({str(k): BrokerData.from_json(v) for k, v in (obj.get("brokerAddrTable") or {}).items()},
+                   {str(k): [str(n) for n in v or []] for k, v in (obj.get("clusterAddrTable") or {}).items()})
+
+
+@dataclass
+class KVTable:
+    table: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"table": dict(self.table)}
+
+    @classmethod
+    def from_json(cls, obj) -> "KVTable":
+        return cls({str(k): str(v) for k, v in ((obj or {}).get("table") or {}).items() if v is not None})
+
+
+@dataclass
+class TopicList:
+    topicList: list[str] = field(default_factory=list)
+    brokerAddr: str | None = None
+
+    def to_json(self) -> dict:
+        out: dict = {}
+        if self.brokerAddr is not None:
+            out["brokerAddr"] = self.brokerAddr
+        out["topicList"] = list(self.topicList)
+        return out
+
+    @classmethod
+    def from_json(cls, obj) -> "TopicList":
+        obj = obj or {}
+        return cls([str(t) for t in obj.get("topicList") or []], obj.get("brokerAddr"))
+
+
+# ------------------------------------------------------------------ clients (broker side)
+
+@dataclass(frozen=True)
+class MessageQueue:
+    topic: str
+    brokerName: str
+    queueId: int
+
+    def to_json(self) -> dict:
+        return {"brokerName": self.brokerName, "queueId": self.queueId, "topic": self.topic}
+
+    @classmethod
+    def from_json(cls, obj) -> "MessageQueue":
+        if isinstance(obj, jsonbody.ObjectKey):
+            obj = obj.as_dict()
+        return cls(str(obj.get("topic")), str(obj.get("brokerName")), _int(obj.get("queueId")))
+
+    def key(self) -> jsonbody.ObjectKey:
+        """As a map key: fastjson writes it as a JSON object (TopicStatsTable, ConsumeStats)."""
+        return jsonbody.ObjectKey.of(self.to_json())
+
+
+@dataclass
+class SubscriptionData:
+    topic: str
+    subString: str = "*"
+    tagsSet: list[str] = field(default_factory=list)
+    codeSet: list[int] = field(default_factory=list)
+    subVersion: int = 0
+    expressionType: str = "TAG"
+    classFilterMode: bool = False
+
+    def to_json(self) -> dict:
+        return {"classFilterMode": self.classFilterMode, "codeSet": list(self.codeSet),
+                "expressionType": self.expressionType, "subString": self.subString,
+                "subVersion": self.subVersion, "tagsSet": list(self.tagsSet), "topic": self.topic}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "SubscriptionData":
+        # The C++ client sends subVersion as a string and a codeSet of atoi(tag): keep it, trust tagsSet.
+        return cls(str(obj.get("topic")), str(obj.get("subString") or "*"),
+                   [str(t) for t in obj.get("tagsSet") or []], [_int(c) for c in obj.get("codeSet") or []],
+                   _int(obj.get("subVersion")), str(obj.get("expressionType") or "TAG"),
+                   _bool(obj.get("classFilterMode")))
+
+
+@dataclass
+class ConsumerData:
+    groupName: str
+    consumeType: str = "CONSUME_PASSIVELY"
+    messageModel: str = "CLUSTERING"
+    consumeFromWhere: str = "CONSUME_FROM_LAST_OFFSET"
+    subscriptionDataSet: list[SubscriptionData] = field(default_factory=list)
+    unitMode: bool = False
+
+    def to_json(self) -> dict:
+        return {"consumeFromWhere": self.consumeFromWhere, "consumeType": self.consumeType,
+                "groupName": self.groupName, "messageModel": self.messageModel,
+                "subscriptionDataSet": [s.to_json() for s in self.subscriptionDataSet], "unitMode": self.unitMode}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "ConsumerData":
+        return cls(str(obj.get("groupName")),
+                   enum_name(obj.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY"),
+                   enum_name(obj.get("messageModel"), MESSAGE_MODELS, "CLUSTERING"),
+                   enum_name(obj.get("consumeFromWhere"), CONSUME_FROM_WHERE, "CONSUME_FROM_LAST_OFFSET"),
+                   [SubscriptionData.from_json(s) for s in obj.get("subscriptionDataSet") or []],
+                   _bool(obj.get("unitMode")))
+
+
+@dataclass
+class HeartbeatData:
+    clientID: str
+    producerDataSet: list[str] = field(default_factory=list)          # producer group names
+    consumerDataSet: list[ConsumerData] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"clientID": self.clientID, "consumerDataSet": [c.to_json() for c in self.consumerDataSet],
+                "producerDataSet": [{"groupName": g} for g in self.producerDataSet]}
+
+    @classmethod
+    def from_json(cls, obj) -> "HeartbeatData":
+        obj = obj or {}
+        return cls(str(obj.get("clientID") or ""),
+                   [str(p.get("groupName")) for p in obj.get("producerDataSet") or [] if isinstance(p, dict)],
+                   [ConsumerData.from_json(c) for c in obj.get("consumerDataSet") or [] if isinstance(c, dict)])
+
+
+@dataclass
+class Connection:
+    clientId: str
+    clientAddr: str
+    language: str = "JAVA"
+    version: int = 0
+
+    def to_json(self) -> dict:
+        return {"clientAddr": self.clientAddr, "clientId": self.clientId, "language": self.language,
+                "version": self.version}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "Connection":
+        return cls(str(obj.get("clientId")), str(obj.get("clientAddr")), str(obj.get("language") or "JAVA"),
+                   _int(obj.get("version")))
+
+
+@dataclass
+class ConsumerConnection:
+    connectionSet: list[Connection] = field(default_factory=list)
+    subscriptionTable: dict[str, SubscriptionData] = field(default_factory=dict)
+    consumeType: str | None = None
+    messageModel: str | None = None
+    consumeFromWhere: str | None = None
+
+    def to_json(self) -> dict:
+        out: dict = {"connectionSet": [c.to_json() for c in self.connectionSet]}
+        for name in ("consumeFromWhere", "consumeType", "messageModel"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        out["subscriptionTable"] = {k: v.to_json() for k, v in self.subscriptionTable.items()}
+        return dict(sorted(out.items()))
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "ConsumerConnection":
+        return cls([Connection.from_json(c) for c in obj.get("connectionSet") or []],
+                   {str(k): SubscriptionData.from_json(v) for k, v in (obj.get("subscriptionTable") or {}).items()},
+                   enum_name(obj.get("consumeType"), CONSUME_TYPES),
+                   enum_name(obj.get("messageModel"), MESSAGE_MODELS),
+                   enum_name(obj.get("consumeFromWhere"), CONSUME_FROM_WHERE))
+
+
+@dataclass
+class LockBatchRequestBody:
+    """LOCK_BATCH_MQ request; UNLOCK_BATCH_MQ's body has the same shape."""
+    consumerGroup: str
+    clientId: str
+    mqSet: list[MessageQueue] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"clientId": self.clientId, "consumerGroup": self.consumerGroup,
+                "mqSet": [m.to_json() for m in self.mqSet]}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "LockBatchRequestBody":
+        return cls(str(obj.get("consumerGroup")), str(obj.get("clientId")),
+                   [MessageQueue.from_json(m) for m in obj.get("mqSet") or []])
+
+
+UnlockBatchRequestBody = LockBatchRequestBody
+
+
+@dataclass
+class LockBatchResponseBody:
+    lockOKMQSet: list[MessageQueue] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"lockOKMQSet": [m.to_json() for m in self.lockOKMQSet]}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "LockBatchResponseBody":
+        return cls([MessageQueue.from_json(m) for m in obj.get("lockOKMQSet") or []])

@@ -1,0 +1,98 @@
+"""The one generic mapping between a header dataclass and extFields, with Java's coercions.
+
+Java (`RemotingCommand.decodeCommandCustomHeader`) reads every extField as a string, then per field:
+String as-is, Integer/Long via parseInt/parseLong (ASCII digits, optional sign, in range), Boolean
+true only for case-insensitive "true" (no trimming), Double via parseDouble. It only logs a value it
+cannot parse, or a missing @CFNotNull field, and leaves the field at its default; the request then
+usually fails later. Here an optional field keeps its default the same way, and a required one
+raises HeaderError right away, which a server answers with SYSTEM_ERROR.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from typing import Annotated
+
+from remoting.errors import HeaderError
+
+Long = Annotated[int, "java.lang.Long"]
+_INT_RANGE = (-(1 << 31), (1 << 31) - 1)
+_LONG_RANGE = (-(1 << 63), (1 << 63) - 1)
+_JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")
+_JAVA_DOUBLE = re.compile(r"\s*[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)[fFdD]?\s*\Z")
+
+
+def to_ext_fields(header) -> dict[str, str]:
+    """Every non-None field as a string, the way `makeCustomHeaderToNet` writes it."""
+    out = {}
+    for f in dataclasses.fields(header):
+        v = getattr(header, f.name)
+        if v is None:
+            continue
+        out[f.name] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+    return out
+
+
+def from_ext_fields(cls, ext: dict[str, str]):
+    """Build header `cls` from extFields; HeaderError names the missing or unparsable required field."""
+    kwargs = {}
+    for name, (kind, required) in _spec(cls).items():
+        raw = ext.get(name)
+        if raw is not None:
+            try:
+                kwargs[name] = _parse(kind, str(raw))
+                continue
+            except ValueError:
+                if required:
+                    raise HeaderError(f"the request header field {name!r} must be {_KIND_TEXT[kind]}, "
+                                      f"not {raw!r}") from None
+                continue
+        if required:
+            raise HeaderError(f"the request header misses required field {name!r}")
+    return cls(**kwargs)
+
+
+_KIND_TEXT = {"str": "text", "int": "a 32-bit integer", "long": "a 64-bit integer", "bool": "true/false",
+              "float": "a number"}
+_SPECS: dict[type, dict[str, tuple[str, bool]]] = {}
+
+
+def _spec(cls) -> dict[str, tuple[str, bool]]:
+    """field name -> (kind, required), computed once per class."""
+    spec = _SPECS.get(cls)
+    if spec is None:
+        hints = typing.get_type_hints(cls, include_extras=True)
+        spec = {}
+        for f in dataclasses.fields(cls):
+            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            spec[f.name] = (_kind(hints[f.name]), required)
+        _SPECS[cls] = spec
+    return spec
+
+
+def _kind(hint) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    if typing.get_origin(hint) is Annotated:
+        return "long"
+    return {str: "str", int: "int", bool: "bool", float: "float"}[hint]
+
+
+def _parse(kind: str, raw: str):
+    if kind == "str":
+        return raw
+    if kind == "bool":
+        return raw.lower() == "true"          # Boolean.parseBoolean: no trimming, anything else is false
+    if kind in ("int", "long"):
+        if not _JAVA_INT.match(raw):
+            raise ValueError(raw)
+        v = int(raw)
+        lo, hi = _INT_RANGE if kind == "int" else _LONG_RANGE
+        if not lo <= v <= hi:
+            raise ValueError(raw)
+        return v
+    if not _JAVA_DOUBLE.match(raw):
+        raise ValueError(raw)
+    return float(raw.strip().rstrip("fFdD"))
