@@ -48,6 +48,11 @@ app.add_typer(admin_cmds.group_app, name="group", rich_help_panel="Administratio
 app.add_typer(admin_cmds.message_app, name="message", rich_help_panel="Administration")
 broker_cmds.app.add_typer(admin_cmds.broker_admin_app, name="admin", hidden=True)
 broker_cmds.app.command("status")(admin_cmds.broker_status)
+broker_cmds.app.add_typer(admin_cmds.broker_config_app, name="config")
+namesrv_cmds.app.add_typer(admin_cmds.namesrv_admin_app, name="admin", hidden=True)
+namesrv_cmds.app.command("config")(admin_cmds.namesrv_config)
+namesrv_cmds.app.command("kv")(admin_cmds.namesrv_kv)
+app.add_typer(admin_cmds.producer_app, name="producer", rich_help_panel="Administration")
 
 # mqadmin's names, hidden, for muscle memory.
 for _name, _fn in {"updateTopic": admin_cmds.topic_create, "deleteTopic": admin_cmds.topic_delete,
@@ -55,6 +60,8 @@ for _name, _fn in {"updateTopic": admin_cmds.topic_create, "deleteTopic": admin_
                    "topicStatus": admin_cmds.topic_status, "clusterList": admin_cmds.cluster_list,
                    "brokerStatus": admin_cmds.broker_status, "consumerProgress": admin_cmds.group_progress,
                    "queryMsgByKey": admin_cmds.message_query, "queryMsgById": admin_cmds.message_query,
+                   "consumerConnection": admin_cmds.group_connections, "updateSubGroup": admin_cmds.group_create,
+                   "resetOffsetByTime": admin_cmds.group_reset_offset, "queryMsgByOffset": admin_cmds.message_print,
                    "sendMessage": send, "consumeMessage": consume}.items():
     app.command(_name, hidden=True)(_fn)
 

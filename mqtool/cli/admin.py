@@ -167,3 +167,180 @@ def message_query(namesrv: NamesrvOpt = "127.0.0.1:9876",
     if capped:
         err_console.print(f"mqtool: note: a broker returned its cap of {QUERY_CAP} messages; narrow the query with "
                           "--begin/--end", markup=False)
+
+
+producer_app = typer.Typer(help="Producer groups.", no_args_is_help=True)
+namesrv_admin_app = typer.Typer(help="Name server config and KV config.", no_args_is_help=True)
+broker_config_app = typer.Typer(help="Broker config get/set.", no_args_is_help=True)
+
+
+@topic_app.command("perm")
+def topic_perm(topic: Annotated[str, typer.Option("-t", "--topic")],
+               perm: Annotated[int, typer.Option("-p", "--perm", help="2 write, 4 read, 6 read+write.")],
+               namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
+    """Change a topic's permission on every broker that serves it, keeping its queue numbers."""
+    async def go(a):
+        route = await a.topic_route(topic)
+        done = []
+        for q in route["queueDatas"]:
+            await a.create_topic(topic, q["readQueueNums"], q["writeQueueNums"], perm, broker=q["brokerName"])
+            done.append({"topic": topic, "broker": q["brokerName"], "perm": perm})
+        return done
+    out_rows(run(namesrv, go), json_out, ["topic", "broker", "perm"])
+
+
+@group_app.command("create")
+def group_create(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
+                 retry_max_times: Annotated[int, typer.Option("--retry-max-times", "-r")] = 16,
+                 retry_queue_nums: Annotated[int, typer.Option("--retry-queue-nums", "-q")] = 1,
+                 consume_enable: Annotated[bool, typer.Option("--consume-enable/--consume-disable")] = True,
+                 cluster: Annotated[Optional[str], typer.Option("-c", "--cluster")] = None,
+                 broker: Annotated[Optional[str], typer.Option("-b", "--broker")] = None,
+                 json_out: JsonOpt = False) -> None:
+    """Create or update a subscription group (mqadmin updateSubGroup)."""
+    brokers = run(namesrv, lambda a: a.group_update(group, retry_max_times, retry_queue_nums, consume_enable,
+                                                     True, cluster, broker))
+    out_rows([{"group": group, "broker": b, "retry_max_times": retry_max_times} for b in brokers], json_out,
+             ["group", "broker", "retry_max_times"])
+
+
+group_app.command("update")(group_create)
+
+
+@group_app.command("delete")
+def group_delete(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
+                 keep_offsets: Annotated[bool, typer.Option("--keep-offsets")] = False,
+                 json_out: JsonOpt = False) -> None:
+    """Delete a subscription group (and its committed offsets unless --keep-offsets)."""
+    brokers = run(namesrv, lambda a: a.group_delete(group, not keep_offsets))
+    out_rows([{"group": group, "broker": b, "deleted": True} for b in brokers], json_out, ["group", "broker", "deleted"])
+
+
+@group_app.command("list")
+def group_list(namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
+    """Every subscription group on every master."""
+    rows = [{"group": g["groupName"], "brokers": ",".join(g["brokers"]), "retry_max_times": g.get("retryMaxTimes"),
+             "consume_enable": g.get("consumeEnable")} for g in run(namesrv, lambda a: a.group_list())]
+    out_rows(rows, json_out, ["group", "brokers", "retry_max_times", "consume_enable"])
+
+
+@group_app.command("connections")
+def group_connections(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
+                      json_out: JsonOpt = False) -> None:
+    """The group's online consumers (mqadmin consumerConnection)."""
+    out_rows(run(namesrv, lambda a: a.connections(group)), json_out,
+             ["broker", "client_id", "address", "language", "version"])
+
+
+@group_app.command("reset-offset")
+def group_reset_offset(group: Annotated[str, typer.Option("-g", "--group")],
+                       topic: Annotated[str, typer.Option("-t", "--topic")],
+                       to_time: Annotated[str, typer.Option("--to-time", help="Epoch ms or ISO time.")],
+                       namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
+    """Move the group's committed offsets to the first message stored at or after a time (stop its consumers first)."""
+    ts = parse_time(to_time)
+    out_rows(run(namesrv, lambda a: a.reset_offset_by_time(group, topic, ts)), json_out,
+             ["topic", "broker", "queue_id", "offset"])
+
+
+@producer_app.command("connections")
+def producer_connections(group: Annotated[str, typer.Option("-g", "--group")],
+                         namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
+    """The producer group's connected producers."""
+    out_rows(run(namesrv, lambda a: a.connections(group, producer=True)), json_out,
+             ["broker", "client_id", "address", "language", "version"])
+
+
+@broker_config_app.command("get")
+def broker_config_get(broker: Annotated[str, typer.Option("-b", "--broker", help="Broker address.")],
+                      namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
+    """The broker's configuration (RocketMQ property names)."""
+    props = run(namesrv, lambda a: a.broker_config(broker))
+    if json_out:
+        emit_json(props)
+        return
+    out_rows([{"key": k, "value": v} for k, v in sorted(props.items())], False, ["key", "value"])
+
+
+@broker_config_app.command("set")
+def broker_config_set(broker: Annotated[str, typer.Option("-b", "--broker")],
+                      pairs: Annotated[list[str], typer.Argument(help="key=value ...")],
+                      namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
+    """Change broker settings at run time (UPDATE_BROKER_CONFIG)."""
+    props = {}
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        if not sep or not k:
+            raise UsageError(f"settings must be key=value, not {p!r}")
+        props[k] = v
+    remark = run(namesrv, lambda a: a.set_broker_config(broker, props))
+    if json_out:
+        emit_json({"broker": broker, "updated": props, "remark": remark})
+    else:
+        console.print(f"updated {', '.join(props)} on {broker}" + (f" ({remark})" if remark else ""))
+
+
+@namesrv_admin_app.command("config")
+def namesrv_config(namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
+    """The name server's configuration."""
+    props = run(namesrv, lambda a: a.namesrv_config())
+    if json_out:
+        emit_json(props)
+        return
+    out_rows([{"key": k, "value": v} for k, v in sorted(props.items())], False, ["key", "value"])
+
+
+@namesrv_admin_app.command("kv")
+def namesrv_kv(action: Annotated[str, typer.Argument(help="put, get, delete or list")],
+               namespace: Annotated[str, typer.Option("-s", "--namespace")],
+               key: Annotated[Optional[str], typer.Option("-k", "--key")] = None,
+               value: Annotated[Optional[str], typer.Option("-v", "--value")] = None,
+               namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
+    """KV config on the name server (e.g. ORDER_TOPIC_CONFIG)."""
+    if action not in ("put", "get", "delete", "list"):
+        raise UsageError("action must be put, get, delete or list")
+    if action in ("put", "get", "delete") and not key:
+        raise UsageError(f"kv {action} needs --key")
+    if action == "put" and value is None:
+        raise UsageError("kv put needs --value")
+    table_ = run(namesrv, lambda a: a.kv(action, namespace, key, value))
+    if json_out:
+        emit_json(table_)
+    elif action in ("get", "list"):
+        out_rows([{"key": k, "value": v} for k, v in table_.items()], False, ["key", "value"])
+    else:
+        console.print(f"{action} {namespace}/{key}: done")
+
+
+@message_app.command("print")
+def message_print(topic: Annotated[str, typer.Option("-t", "--topic")],
+                  queue: Annotated[int, typer.Option("-q", "--queue")],
+                  begin: Annotated[int, typer.Option("--begin-offset")] = 0,
+                  end: Annotated[Optional[int], typer.Option("--end-offset", help="Exclusive.")] = None,
+                  namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
+    """Messages of one queue by queue-offset range (mqadmin printMsgByQueue)."""
+    from mqtool.client.consumer import Consumer
+
+    async def go():
+        c = Consumer(namesrv, "CID_MQTOOL_PRINT")
+        try:
+            mq = next((q for q in await c.queues(topic) if q.queue_id == queue), None)
+            if mq is None:
+                raise UsageError(f"topic {topic} has no queue {queue}")
+            stop = end if end is not None else await c.max_offset(mq)
+            rows, off = [], begin
+            while off < stop:
+                res = await c.pull(mq, off, 32)
+                for rec in res.messages:
+                    if rec.queue_offset < stop:
+                        rows.append({"queue_offset": rec.queue_offset, "msg_id": rec.uniq_key or rec.msg_id,
+                                     "keys": " ".join(rec.keys), "tags": rec.tags or "",
+                                     "store_time": fmt_time(rec.store_timestamp),
+                                     "body": rec.body.decode("utf-8", "replace")})
+                if res.next_offset <= off:
+                    break
+                off = res.next_offset
+            return rows
+        finally:
+            await c.close()
+    out_rows(asyncio.run(go()), json_out, ["queue_offset", "msg_id", "keys", "tags", "store_time", "body"])

@@ -121,3 +121,97 @@ class Admin(ClientBase):
         resp = check(await self.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)),
                      "broker status")
         return jsonbody.loads(resp.body).get("table", {})
+
+    # ---- groups, connections, config (mqadmin's remaining everyday commands) -------------------
+
+    async def group_list(self) -> list[dict]:
+        out = {}
+        for name, addr in (await self.masters()).items():
+            resp = check(await self.invoke(addr, RemotingCommand.request(
+                RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)), "group list")
+            for g, cfg in jsonbody.loads(resp.body).get("subscriptionGroupTable", {}).items():
+                out.setdefault(g, dict(cfg, brokers=[]))["brokers"].append(name)
+        return [out[g] for g in sorted(out)]
+
+    async def group_update(self, group: str, retry_max_times: int = 16, retry_queue_nums: int = 1,
+                           consume_enable: bool = True, broadcast_enable: bool = True,
+                           cluster: str | None = None, broker: str | None = None) -> list[str]:
+        body = jsonbody.dumps({"brokerId": 0, "consumeBroadcastEnable": broadcast_enable,
+                               "consumeEnable": consume_enable, "consumeFromMinEnable": True, "groupName": group,
+                               "notifyConsumerIdsChangedEnable": True, "retryMaxTimes": retry_max_times,
+                               "retryQueueNums": retry_queue_nums, "whichBrokerWhenConsumeSlowly": 1})
+        targets = await self.masters(cluster, broker)
+        for addr in targets.values():
+            check(await self.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                                                                  body=body)), f"update group {group}")
+        return list(targets)
+
+    async def group_delete(self, group: str, remove_offset: bool = True, cluster: str | None = None) -> list[str]:
+        targets = await self.masters(cluster)
+        for addr in targets.values():
+            check(await self.invoke(addr, RemotingCommand.request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {
+                "groupName": group, "removeOffset": remove_offset})), f"delete group {group}")
+        return list(targets)
+
+    async def connections(self, group: str, producer: bool = False) -> list[dict]:
+        code = RequestCode.GET_PRODUCER_CONNECTION_LIST if producer else RequestCode.GET_CONSUMER_CONNECTION_LIST
+        key = "producerGroup" if producer else "consumerGroup"
+        rows = []
+        for name, addr in (await self.masters()).items():
+            resp = await self.invoke(addr, RemotingCommand.request(code, {key: group}))
+            if resp.code != ResponseCode.SUCCESS:
+                continue
+            for c in jsonbody.loads(resp.body).get("connectionSet", []):
+                rows.append({"broker": name, "client_id": c.get("clientId"), "address": c.get("clientAddr"),
+                             "language": c.get("language"), "version": c.get("version")})
+        if not rows:
+            raise RemotingCommandError(ResponseCode.CONSUMER_NOT_ONLINE, f"no connection for group {group}",
+                                       "connections")
+        return rows
+
+    async def reset_offset_by_time(self, group: str, topic: str, timestamp: int) -> list[dict]:
+        """Each queue's committed offset set to the first message stored at or after `timestamp`.
+
+        Done with SEARCH_OFFSET_BY_TIMESTAMP and UPDATE_CONSUMER_OFFSET, so the group's consumers
+        should be stopped: a running consumer would commit its own position over it."""
+        from mqtool.client.consumer import Consumer
+        c = Consumer(";".join(self.namesrv_addrs), group)
+        rows = []
+        try:
+            for mq in await c.queues(topic):
+                off = await c.offset_by_time(mq, timestamp)
+                await self.invoke(await c.broker_addr(mq), RemotingCommand.request(
+                    RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic,
+                                                         "queueId": mq.queue_id, "commitOffset": off}))
+                rows.append({"topic": topic, "broker": mq.broker_name, "queue_id": mq.queue_id, "offset": off})
+        finally:
+            await c.close()
+        return rows
+
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        from mqtool.broker import javaprops
+        resp = check(await self.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG)), "broker config")
+        return javaprops.loads(resp.body.decode("utf-8", "replace"))
+
+    async def set_broker_config(self, addr: str, props: dict[str, str]) -> str:
+        from mqtool.broker import javaprops
+        resp = check(await self.invoke(addr, RemotingCommand.request(
+            RequestCode.UPDATE_BROKER_CONFIG, body=javaprops.dumps(props).encode())), "update broker config")
+        return resp.remark or ""
+
+    async def namesrv_config(self) -> dict[str, str]:
+        from mqtool.broker import javaprops
+        resp = check(await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG)),
+                     "name server config")
+        return javaprops.loads(resp.body.decode("utf-8", "replace"))
+
+    async def kv(self, action: str, namespace: str, key: str | None = None, value: str | None = None):
+        codes = {"put": RequestCode.PUT_KV_CONFIG, "get": RequestCode.GET_KV_CONFIG,
+                 "delete": RequestCode.DELETE_KV_CONFIG, "list": RequestCode.GET_KVLIST_BY_NAMESPACE}
+        ext = {"namespace": namespace, "key": key, "value": value}
+        resp = check(await self.invoke_namesrv(RemotingCommand.request(codes[action], ext)), f"kv {action}")
+        if action == "get":
+            return {key: resp.ext_fields.get("value")}
+        if action == "list":
+            return jsonbody.loads(resp.body).get("table", {})
+        return {}

@@ -142,7 +142,9 @@ class Producer(ClientBase):
         route = await self.publish_route(topic)
         queues = route.write_queues()
         if not queues:
-            raise RemotingCommandError(ResponseCode.TOPIC_NOT_EXIST, f"no writable queue for topic {topic}", "send")
+            raise RemotingCommandError(ResponseCode.NO_PERMISSION,
+                                       f"no broker lets producers write to topic {topic} (its perm has no write bit)",
+                                       "send")
         avoid, last_exc = None, None
         for attempt in range(1 + (0 if queue is not None or sharding_key else self.retries)):
             if isinstance(queue, MessageQueue):

@@ -83,3 +83,39 @@ def test_bad_input(cluster, args, code, text):
     proc = run_cli(*(a.replace("{ns}", cluster["namesrv"]) for a in args))
     assert proc.returncode == code, proc.stderr
     assert text in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_group_config_kv_perm_and_print_commands(cluster):
+    ns, broker = cluster["namesrv"], cluster["broker"]
+    run_cli("group", "create", "-n", ns, "-g", "ADMIN_G", "--retry-max-times", "3", check=True)
+    groups = json_lines(run_cli("group", "list", "-n", ns, "--json", check=True).stdout)
+    assert {"group": "ADMIN_G", "brokers": "broker-a", "retry_max_times": 3, "consume_enable": True} in groups
+    run_cli("topic", "create", "-n", ns, "-t", "PrintTopic", "-r", "1", "-w", "1", check=True)
+    sent = json_lines(run_cli("send", "-n", ns, "-t", "PrintTopic", "--json", input="p0\np1\np2\np3\n",
+                              check=True).stdout)
+    printed = json_lines(run_cli("message", "print", "-n", ns, "-t", "PrintTopic", "-q", "0", "--begin-offset", "1",
+                                 "--end-offset", "3", "--json", check=True).stdout)
+    assert [p["body"] for p in printed] == ["p1", "p2"] and printed[0]["msg_id"] == sent[1]["msg_id"]
+    reset = json_lines(run_cli("group", "reset-offset", "-n", ns, "-g", "ADMIN_G", "-t", "PrintTopic",
+                               "--to-time", "0", "--json", check=True).stdout)
+    assert reset == [{"topic": "PrintTopic", "broker": "broker-a", "queue_id": 0, "offset": 0}]
+    progress = json_lines(run_cli("group", "progress", "-n", ns, "-g", "ADMIN_G", "-t", "PrintTopic", "--json",
+                                  check=True).stdout)
+    assert progress[0]["lag"] == 4
+    run_cli("group", "delete", "-n", ns, "-g", "ADMIN_G", check=True)
+    assert "ADMIN_G" not in run_cli("group", "list", "-n", ns, "--json", check=True).stdout
+    missing = run_cli("group", "connections", "-n", ns, "-g", "NOBODY")
+    assert missing.returncode == 1 and "CONSUMER_NOT_ONLINE" in missing.stderr
+    cfg = json_lines(run_cli("broker", "config", "get", "-n", ns, "-b", broker, "--json", check=True).stdout)[0]
+    assert cfg["brokerName"] == "broker-a"
+    run_cli("broker", "config", "set", "-n", ns, "-b", broker, "defaultTopicQueueNums=3", check=True)
+    cfg = json_lines(run_cli("broker", "config", "get", "-n", ns, "-b", broker, "--json", check=True).stdout)[0]
+    assert cfg["defaultTopicQueueNums"] == "3"
+    run_cli("namesrv", "kv", "put", "-n", ns, "-s", "ORDER_TOPIC_CONFIG", "-k", "T", "-v", "broker-a:4", check=True)
+    got = json_lines(run_cli("namesrv", "kv", "get", "-n", ns, "-s", "ORDER_TOPIC_CONFIG", "-k", "T", "--json",
+                             check=True).stdout)[0]
+    assert got == {"T": "broker-a:4"}
+    assert json_lines(run_cli("namesrv", "config", "-n", ns, "--json", check=True).stdout)[0]
+    run_cli("topic", "perm", "-n", ns, "-t", "PrintTopic", "-p", "4", check=True)
+    denied = run_cli("send", "-n", ns, "-t", "PrintTopic", "x")
+    assert denied.returncode == 1 and "NO_PERMISSION" in denied.stderr
