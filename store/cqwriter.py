@@ -1,7 +1,6 @@
 """A writable consume queue: 20-byte units appended in queue-offset order (ConsumeQueue.java)."""
 from __future__ import annotations
 
-import bisect
 from pathlib import Path
 
 import numpy as np

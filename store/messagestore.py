@@ -9,12 +9,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
+
 
 from .checkpoint import Checkpoint, decode_checkpoint
 from .codes import (CHECKPOINT_FILE_SIZE, CQ_UNIT_SIZE, END_FILE_MIN_BLANK_LENGTH, TRANSACTION_TYPE_MASK,
                     Prop, TransactionType)
-from .commitlog import (MESSAGE_MAGIC, MESSAGE_MAGIC_V2, MessageRecord, body_crc, decode_record,
+from .commitlog import (MESSAGE_MAGIC, MessageRecord, body_crc, decode_record,
                         encode_blank, encode_record, record_size)
 from .cqwriter import ConsumeQueue
 from .delaylevels import expected_tags_code, parse_delay_levels

@@ -64,23 +64,30 @@ class MessageStoreConfig:
 STORE_KEYS = {f.name: f for f in dataclasses.fields(MessageStoreConfig)}
 
 
-def apply_store_properties(cfg: MessageStoreConfig, props: dict[str, str]) -> dict[str, str]:
-    """Set known keys from text values; returns the keys the store does not know."""
+def set_typed_fields(obj, props: dict[str, str]) -> dict[str, str]:
+    """Set a config dataclass's fields from Java-properties text (bool: only "true" is true; int
+    parsed); returns the keys it does not have. Shared by the store's and the broker's configs."""
+    fields = {f.name: f for f in dataclasses.fields(obj)}
     rest = {}
     for key, value in props.items():
-        f = STORE_KEYS.get(key)
+        f = fields.get(key)
         if f is None:
             rest[key] = value
-            continue
-        if f.type in ("bool", bool):
-            setattr(cfg, key, str(value).strip().lower() == "true")
+        elif f.type in ("bool", bool):
+            setattr(obj, key, str(value).strip().lower() == "true")
         elif f.type in ("int", int):
             try:
-                setattr(cfg, key, int(str(value).strip()))
+                setattr(obj, key, int(str(value).strip()))
             except ValueError:
                 raise ValueError(f"{key} must be an integer, not {value!r}") from None
         else:
-            setattr(cfg, key, str(value).strip())
+            setattr(obj, key, str(value).strip())
+    return rest
+
+
+def apply_store_properties(cfg: MessageStoreConfig, props: dict[str, str]) -> dict[str, str]:
+    """Set known keys from text values; returns the keys the store does not know."""
+    rest = set_typed_fields(cfg, props)
     cfg.__post_init__()
     if cfg.flushDiskType not in (ASYNC_FLUSH, SYNC_FLUSH):
         raise ValueError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not {cfg.flushDiskType!r}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+
 
 import numpy as np
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqtool.broker import javaprops
+from store.storeconfig import set_typed_fields
 
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_LISTEN_PORT = 10911
@@ -63,34 +64,13 @@ class BrokerConfig:
         return {f.name: _to_text(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
-BROKER_KEYS = {f.name: f for f in dataclasses.fields(BrokerConfig)}
-
-
 def _to_text(v) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
-def _coerce(name: str, text: str, kind) -> object:
-    if kind is bool or kind == "bool":
-        return text.strip().lower() == "true"
-    if kind is int or kind == "int":
-        try:
-            return int(text.strip())
-        except ValueError:
-            raise ValueError(f"{name} must be an integer, not {text!r}") from None
-    return text.strip()
-
-
 def apply_properties(cfg: BrokerConfig, props: dict[str, str]) -> dict[str, str]:
     """Set every known broker key on `cfg`; return the keys it does not know (for the store or a warning)."""
-    rest = {}
-    for key, value in props.items():
-        f = BROKER_KEYS.get(key)
-        if f is None:
-            rest[key] = value
-            continue
-        setattr(cfg, key, _coerce(key, value, f.type))
-    return rest
+    return set_typed_fields(cfg, props)
 
 
 def load_broker_conf(path: str | os.PathLike) -> dict[str, str]:

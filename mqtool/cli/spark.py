@@ -34,6 +34,40 @@ def _follow(spark, stop: threading.Event) -> None:
                 bar.update(task, total=total, completed=done)
 
 
+def _run_job(master: str, conf: dict[str, str], job):
+    """Start Spark, follow its tasks with a progress bar, run `job(spark)`, stop Spark.
+    Java-side failures become one line that points at the log file."""
+    from mqtool.spark.session import spark_session
+    t0 = time.perf_counter()
+    spark, log_file = spark_session(master, conf)
+    stop = threading.Event()
+    follower = threading.Thread(target=_follow, args=(spark, stop), daemon=True)
+    follower.start()
+    try:
+        result = job(spark)
+    except StoreError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Java errors become one line; details are in the log
+        raise UsageError(f"the Spark job failed: {str(exc).splitlines()[0][:300]} (full log: {log_file})") from None
+    finally:
+        stop.set()
+        follower.join(2)
+        spark.stop()
+    result["seconds"] = round(time.perf_counter() - t0, 2)
+    result["spark_log"] = str(log_file)
+    return result
+
+
+def _conf(pairs: list[str] | None) -> dict[str, str]:
+    out = {}
+    for c in pairs or []:
+        k, sep, v = c.partition("=")
+        if not sep:
+            raise UsageError(f"--conf must be k=v, not {c!r}")
+        out[k] = v
+    return out
+
+
 @app.command()
 def export(
     store_root: Annotated[Path, typer.Argument(help="The store root (storePathRootDir).")],
@@ -51,7 +85,6 @@ def export(
 ) -> None:
     """Export the store's messages to Parquet, one row per message."""
     from mqtool.spark.export import plan_splits, run_export
-    from mqtool.spark.session import spark_session
     if mode is not None and mode not in MODES:
         raise UsageError("--mode must be overwrite, append or error")
     out_path = Path(out)
@@ -61,31 +94,13 @@ def export(
     for p in parts or []:
         if p not in ("topic", "store_date", "queue_id"):
             raise UsageError(f"--partition-by takes topic, store_date or queue_id, not {p!r}")
-    extra = {}
-    for c in conf or []:
-        k, sep, v = c.partition("=")
-        if not sep:
-            raise UsageError(f"--conf must be k=v, not {c!r}")
-        extra[k] = v
+    extra = _conf(conf)
     splits = plan_splits(store_root)
     if not splits:
         raise UsageError(f"{store_root}: the store has no commitlog files")
-    t0 = time.perf_counter()
-    spark, log_file = spark_session(master, extra)
-    stop = threading.Event()
-    follower = threading.Thread(target=_follow, args=(spark, stop), daemon=True)
-    follower.start()
-    try:
-        result = run_export(spark, str(store_root), out, topic, parse_time(since), parse_time(until),
-                            include_system_topics, parts, MODES[mode or "error"], skip_corrupt)
-    except Exception as exc:  # noqa: BLE001 - Java errors become one line; details are in the log
-        raise UsageError(f"the Spark job failed: {str(exc).splitlines()[0][:300]} (full log: {log_file})") from None
-    finally:
-        stop.set()
-        follower.join(2)
-        spark.stop()
-    result["seconds"] = round(time.perf_counter() - t0, 2)
-    result["spark_log"] = str(log_file)
+    result = _run_job(master, extra, lambda spark: run_export(
+        spark, str(store_root), out, topic, parse_time(since), parse_time(until), include_system_topics, parts,
+        MODES[mode or "error"], skip_corrupt))
     for c in result["corrupt"]:
         err_console.print(f"mqtool: corrupt data in {c['file']} from {c['position']}: {c['detail']} "
                           f"({c['invalid_bytes']} invalid bytes)", markup=False)
@@ -119,29 +134,13 @@ def rebuild_index(
 ) -> None:
     """Rebuild every consume queue and the index files from the commitlog."""
     from mqtool.spark.rebuild import run_rebuild
-    from mqtool.spark.session import spark_session
     if in_place and not yes:
         raise UsageError("--in-place rewrites the store's consume queues and index: add --yes (broker stopped)")
     if in_place and out:
         raise UsageError("give --out or --in-place, not both")
-    extra = dict(c.partition("=")[::2] for c in conf or [])
-    t0 = time.perf_counter()
-    spark, log_file = spark_session(master, extra)
-    stop = threading.Event()
-    follower = threading.Thread(target=_follow, args=(spark, stop), daemon=True)
-    follower.start()
-    try:
-        result = run_rebuild(spark, store_root, out, in_place, mapped_file_size_consume_queue, max_hash_slot_num,
-                             max_index_num, message_delay_level)
-    except StoreError:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise UsageError(f"the Spark job failed: {str(exc).splitlines()[0][:300]} (full log: {log_file})") from None
-    finally:
-        stop.set()
-        follower.join(2)
-        spark.stop()
-    result["seconds"] = round(time.perf_counter() - t0, 2)
+    result = _run_job(master, _conf(conf), lambda spark: run_rebuild(
+        spark, store_root, out, in_place, mapped_file_size_consume_queue, max_hash_slot_num, max_index_num,
+        message_delay_level))
     if json_out:
         emit_json(result)
     else:
