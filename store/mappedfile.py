@@ -15,6 +15,7 @@ from .errors import FormatError
 from .mappedfiles import list_mapped_files, offset_to_file_name
 
 PAGE = mmap.PAGESIZE
+CREATING_SUFFIX = ".creating"
 
 
 class MappedFile:
@@ -22,8 +23,16 @@ class MappedFile:
         self.path = Path(path)
         self.start = start
         self.size = size
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
-        self.fd = os.open(self.path, flags, 0o644)
+        if create and not self.path.exists():
+            # Sized under a temporary name, then renamed: a crash never leaves a short file
+            # under a mapped-file name (which neither RocketMQ nor mqtool would load).
+            tmp = self.path.with_name(self.path.name + CREATING_SUFFIX)
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.ftruncate(fd, size)
+            os.rename(tmp, self.path)
+            self.fd = fd
+        else:
+            self.fd = os.open(self.path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         actual = os.fstat(self.fd).st_size
         if create and actual < size:
             os.ftruncate(self.fd, size)
@@ -106,7 +115,13 @@ class MappedFileQueue:
 
     def load(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        for f in list_mapped_files(self.dir):
+        for leftover in self.dir.glob("*" + CREATING_SUFFIX):
+            leftover.unlink(missing_ok=True)         # a creation a crash interrupted
+        found = list_mapped_files(self.dir)
+        if found and found[-1].size != self.file_size and _all_zero(found[-1].path):
+            found[-1].path.unlink()                  # an empty last file from an older, non-atomic creation
+            found = found[:-1]
+        for f in found:
             self.files.append(MappedFile(f.path, f.start, self.file_size))
 
     @property
@@ -181,3 +196,11 @@ class MappedFileQueue:
         self.discard_prepared()
         for f in self.files:
             f.close()
+
+
+def _all_zero(path: Path) -> bool:
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            if chunk.count(0) != len(chunk):
+                return False
+    return True

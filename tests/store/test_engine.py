@@ -176,3 +176,17 @@ def test_retention_deletes_expired_files_and_followers(tmp_path):
         assert low > 0 and s.get("T", 0, 0, 1).status is GetStatus.OFFSET_TOO_SMALL
         assert s.get("T", 0, low, 1).status is GetStatus.FOUND
     assert verify_store(root).ok
+
+
+def test_interrupted_file_creation_is_cleaned_up(tmp_path):
+    root = tmp_path / "s"
+    with MessageStore(config(root)) as s:
+        s.put(msg(1))
+    cq_dir = root / "consumequeue" / "T" / "0"
+    (cq_dir / "00000000000000006000").write_bytes(b"")                 # killed between create and size
+    (cq_dir / "00000000000000012000.creating").write_bytes(b"\0" * 10)
+    with MessageStore(config(root)) as s:
+        assert s.max_offset("T", 0) == 1
+        s.put(msg(2))
+    assert sorted(p.name for p in cq_dir.iterdir()) == ["00000000000000000000"]
+    assert verify_store(root).ok
