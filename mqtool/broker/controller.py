@@ -8,6 +8,7 @@ import time
 import zlib
 
 from mqtool.broker import admin, clientreq, pull, send, transaction
+from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
 from mqtool.broker.config import BrokerConfig, apply_properties
 from mqtool.broker.offsets import ConsumerOffsetManager
@@ -124,7 +125,7 @@ class BrokerController:
         self.running = False
         self.pull_holds.wake_all()
         for t in self._tasks:
-            t.cancel()
+            await cancel(t)
         await self.schedule.stop()
         await self.tx_checker.stop()
         await self.unregister_all()

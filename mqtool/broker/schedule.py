@@ -6,6 +6,7 @@ import logging
 import time
 from pathlib import Path
 
+from mqtool.broker.background import cancel
 from store.codes import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, Prop
 from store.configfiles import dumps_fastjson, int_keys, load_config, write_config
 from store.messagestore import Message
@@ -38,12 +39,7 @@ class ScheduleService:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+        await cancel(self._task)
         self.persist()
 
     async def _run(self) -> None:

@@ -5,6 +5,7 @@ import asyncio
 import logging
 import time
 
+from mqtool.broker.background import cancel
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import EndTransactionRequestHeader, from_ext_fields
@@ -65,12 +66,7 @@ class TransactionChecker:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+        await cancel(self._task)
 
     async def _run(self) -> None:
         while True:
