@@ -33,7 +33,7 @@ from rocketmq.client import Producer, Message
 ns, topic, threads, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 p = Producer("PID_BENCH_%d" % threading.get_ident()); p.set_namesrv_addr(ns); p.start()
 body = "x" * 128
-rts, fails = [], [0]
+rts, fails, errors = [], [0], {}
 stop = time.perf_counter() + seconds
 def run():
     while time.perf_counter() < stop:
@@ -41,12 +41,14 @@ def run():
         t0 = time.perf_counter()
         try:
             p.send_sync(m); rts.append(time.perf_counter() - t0)
-        except Exception:
+        except Exception as e:
             fails[0] += 1
+            k = str(e)[:120]
+            errors[k] = errors.get(k, 0) + 1
 ts = [threading.Thread(target=run) for _ in range(threads)]
 [t.start() for t in ts]; [t.join() for t in ts]
 p.shutdown()
-print(json.dumps({"rts": rts, "fails": fails[0]}))
+print(json.dumps({"rts": rts, "fails": fails[0], "errors": errors}))
 """
 
 PULLER = r"""
@@ -126,9 +128,44 @@ def run_producers(ns: str, topic: str, threads: int, procs: int, seconds: float,
     cpu = cpu_seconds(broker_pid) - cpu0
     rts = [r for o in outs for r in o["rts"]]
     res = summarize(rts, sum(o["fails"] for o in outs), seconds)
-    res.update(threads=threads, processes=procs,
+    errors: dict[str, int] = {}
+    for o in outs:
+        for k, v in o.get("errors", {}).items():
+            errors[k] = errors.get(k, 0) + v
+    res.update(threads=threads, processes=procs, errors=errors,
                broker_cpu_ms_per_msg=round(1000 * cpu / max(len(rts), 1), 4))
     return res
+
+
+PY_DRAIN = r"""
+import asyncio, json, sys, time
+from mqtool.client.consumer import Consumer
+async def main(ns, topic, want):
+    c = Consumer(ns, "CID_BENCH_PY")
+    queues = await c.queues(topic)
+    pos = {q: await c.min_offset(q) for q in queues}
+    n, t0 = 0, time.perf_counter()
+    while n < want:
+        results = await asyncio.gather(*(c.pull(q, pos[q], 32) for q in queues))
+        progressed = False
+        for q, r in zip(queues, results):
+            n += len(r.messages)
+            progressed |= r.next_offset != pos[q]
+            pos[q] = r.next_offset
+        if not progressed:
+            break
+    dt = time.perf_counter() - t0
+    await c.close()
+    print(json.dumps({"messages": n, "seconds": dt}))
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+
+
+def python_drain(ns: str, topic: str, want: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", PY_DRAIN, ns, topic, str(want)], cwd=REPO, capture_output=True,
+                         text=True, timeout=600)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"messages": r["messages"], "msg_per_s": round(r["messages"] / r["seconds"]) if r["seconds"] else 0}
 
 
 def python_client(ns: str, topic: str, threads: int, count: int) -> dict:
@@ -181,6 +218,7 @@ def main() -> int:
                          "msg_per_s": round(pulled["messages"] / pulled["seconds"]) if pulled["seconds"] else 0},
             "python_client_1_thread": python_client(ns, "BenchTopic", 1, py_count),
             "python_client_4_tasks": python_client(ns, "BenchTopic", 4, py_count),
+            "python_consumer_drain": python_drain(ns, "BenchTopic", total),
         }
         for k in ("cpp_1_thread", "cpp_4_threads", "cpp_4_processes"):
             result[k]["vs_loopback_rtt"] = round(result[k]["tps"] / rtt, 3) if rtt else None

@@ -1,148 +1,216 @@
-"""`mqtool spark ...`: PySpark jobs over a store directory."""
+"""`mqtool spark ...`: PySpark jobs over a store directory (pip install 'mqtool[spark]')."""
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from mqtool.cli.errors import EXIT_PROBLEMS, UsageError, err_console
+from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, UsageError, err_console, register
 from mqtool.cli.output import console, emit_json, parse_time, table
-from store.errors import StoreError
 
-app = typer.Typer(help="Spark jobs: export topics to Parquet.", no_args_is_help=True)
-MODES = {"overwrite": "overwrite", "append": "append", "error": "errorifexists"}
-
-
-def _follow(spark, stop: threading.Event) -> None:
-    """A progress bar over the job's tasks, from Spark's status tracker."""
-    tracker = spark.sparkContext.statusTracker()
-    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
-        task = bar.add_task("spark tasks", total=None)
-        while not stop.wait(0.3):
-            total = done = 0
-            for sid in tracker.getActiveStageIds():
-                info = tracker.getStageInfo(sid)
-                if info:
-                    total += info.numTasks
-                    done += info.numCompletedTasks
-            if total:
-                bar.update(task, total=total, completed=done)
+app = typer.Typer(help="Spark jobs: export messages to Parquet, rebuild consume queues and index.",
+                  no_args_is_help=True)
 
 
-def _run_job(master: str, conf: dict[str, str], job):
-    """Start Spark, follow its tasks with a progress bar, run `job(spark)`, stop Spark.
-    Java-side failures become one line that points at the log file."""
-    from mqtool.spark.session import spark_session
-    t0 = time.perf_counter()
-    spark, log_file = spark_session(master, conf)
-    stop = threading.Event()
-    follower = threading.Thread(target=_follow, args=(spark, stop), daemon=True)
-    follower.start()
-    try:
-        result = job(spark)
-    except StoreError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - Java errors become one line; details are in the log
-        raise UsageError(f"the Spark job failed: {str(exc).splitlines()[0][:300]} (full log: {log_file})") from None
-    finally:
-        stop.set()
-        follower.join(2)
-        spark.stop()
-    result["seconds"] = round(time.perf_counter() - t0, 2)
-    result["spark_log"] = str(log_file)
-    return result
+def _register_errors() -> None:
+    from mqtool.spark.session import SparkUnavailable
+    register(SparkUnavailable, EXIT_USAGE)
 
 
-def _conf(pairs: list[str] | None) -> dict[str, str]:
+_register_errors()
+
+Master = Annotated[str, typer.Option("--master", help="local[*], local[N] or spark://HOST:PORT.")]
+Conf = Annotated[Optional[list[str]], typer.Option("--conf", help="k=v, passed to Spark (repeatable).")]
+Json = Annotated[bool, typer.Option("--json", help="The summary as one JSON object.")]
+SkipCorrupt = Annotated[bool, typer.Option("--skip-corrupt", help="Exit 0 even when corrupt ranges were skipped.")]
+SplitMiB = Annotated[int, typer.Option("--split-mib", help="Target split size within large files (MiB).",
+                                       hidden=True, min=1)]
+
+
+def _conf(items: list[str] | None) -> dict[str, str]:
     out = {}
-    for c in pairs or []:
+    for c in items or []:
         k, sep, v = c.partition("=")
-        if not sep:
-            raise UsageError(f"--conf must be k=v, not {c!r}")
-        out[k] = v
+        if not sep or not k.strip():
+            raise UsageError(f"--conf takes k=v, not {c!r}")
+        out[k.strip()] = v
     return out
+
+
+def _run(master: str, conf: dict[str, str], job):
+    """Start Spark, run job(spark) under a progress bar, stop Spark. Returns (result, log file)."""
+    from mqtool.spark.progress import StageProgress
+    from mqtool.spark.session import job_errors, spark_session
+    spark, log_file = spark_session(master, conf)
+    try:
+        with job_errors(log_file):
+            if err_console.is_terminal:
+                with StageProgress(spark, err_console, transient=True):
+                    result = job(spark)
+            else:
+                result = job(spark)
+    finally:
+        spark.stop()
+    return result, log_file
+
+
+def _report_corrupt(result: dict, skip: bool) -> bool:
+    for c in result["corrupt"]:
+        err_console.print(f"mqtool: corrupt data in {c['file']} from position {c['position']} (commitlog offset "
+                          f"{c['offset']}): {c['detail']}; {c['invalid_bytes']} bytes skipped", markup=False)
+    if result["corrupt"] and not skip:
+        err_console.print("mqtool: the intact records were processed; the ranges above were not "
+                          "(--skip-corrupt to exit 0)", markup=False)
+        return True
+    return False
 
 
 @app.command()
 def export(
-    store_root: Annotated[Path, typer.Argument(help="The store root (storePathRootDir).")],
-    out: Annotated[str, typer.Option("--out", "-o", help="Parquet output directory.")],
-    topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", help="Topic or glob, repeatable.")] = None,
-    since: Annotated[Optional[str], typer.Option("--since")] = None,
-    until: Annotated[Optional[str], typer.Option("--until")] = None,
-    include_system_topics: Annotated[bool, typer.Option("--include-system-topics")] = False,
-    partition_by: Annotated[Optional[str], typer.Option("--partition-by", help="e.g. topic,store_date")] = None,
-    mode: Annotated[Optional[str], typer.Option("--mode", help="overwrite, append or error")] = None,
-    skip_corrupt: Annotated[bool, typer.Option("--skip-corrupt")] = False,
-    master: Annotated[str, typer.Option("--master")] = "local[*]",
-    conf: Annotated[Optional[list[str]], typer.Option("--conf", help="k=v, passed to Spark.")] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    store_root: Annotated[str, typer.Argument(help="Store root (storePathRootDir): a path or a URI.")],
+    out: Annotated[str, typer.Option("--out", "-o", help="Parquet output directory (a path or a URI).")],
+    topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", help="Topic or glob (repeatable).")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="Store time from (epoch ms or ISO).")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="Store time until (epoch ms or ISO).")] = None,
+    queue_offsets: Annotated[Optional[str], typer.Option(
+        "--queue-offsets", help='JSON (or @file): {"TOPIC": {"QUEUE_ID" or "*": [FROM, TO]}}, TO exclusive.')] = None,
+    include_system_topics: Annotated[bool, typer.Option(
+        "--include-system-topics", help="Also %RETRY%, %DLQ%, SCHEDULE_TOPIC_XXXX, RMQ_SYS_* ...")] = False,
+    partition_by: Annotated[Optional[str], typer.Option(
+        "--partition-by", help="Comma-separated: topic, store_date, queue_id.")] = None,
+    mode: Annotated[Optional[str], typer.Option(
+        "--mode", help="overwrite, append or error (the default; fails when OUT exists).")] = None,
+    skip_corrupt: SkipCorrupt = False,
+    master: Master = "local[*]",
+    conf: Conf = None,
+    split_mib: SplitMiB = 64,
+    json_out: Json = False,
 ) -> None:
-    """Export the store's messages to Parquet, one row per message."""
-    from mqtool.spark.export import plan_splits, run_export
+    """Export the store's messages to Parquet, one row per message (bodies inflated)."""
+    from mqtool.spark.export import MODES, PARTITION_COLUMNS, output_exists, run_export
+    from mqtool.spark.selection import Selection, parse_queue_offsets
+    from mqtool.spark.source import list_commitlog
+    from mqtool.spark.session import require_pyspark
     if mode is not None and mode not in MODES:
-        raise UsageError("--mode must be overwrite, append or error")
-    out_path = Path(out)
-    if "://" not in out and out_path.exists() and mode is None:
-        raise UsageError(f"{out} exists: pass --mode overwrite|append|error")
-    parts = [p.strip() for p in partition_by.split(",")] if partition_by else None
-    for p in parts or []:
-        if p not in ("topic", "store_date", "queue_id"):
-            raise UsageError(f"--partition-by takes topic, store_date or queue_id, not {p!r}")
+        raise UsageError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+    parts = [p.strip() for p in partition_by.split(",") if p.strip()] if partition_by else []
+    for p in parts:
+        if p not in PARTITION_COLUMNS:
+            raise UsageError(f"--partition-by takes {', '.join(PARTITION_COLUMNS)}, not {p!r}")
+    try:
+        offsets = parse_queue_offsets(queue_offsets) if queue_offsets else None
+    except (ValueError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    selection = Selection(tuple(topic or ()), parse_time(since), parse_time(until), include_system_topics, offsets)
+    if output_exists(out) and mode in (None, "error"):
+        raise UsageError(f"{out} exists: pass --mode overwrite or --mode append" if mode is None
+                         else f"{out} exists (--mode error)")
     extra = _conf(conf)
-    splits = plan_splits(store_root)
-    if not splits:
-        raise UsageError(f"{store_root}: the store has no commitlog files")
-    result = _run_job(master, extra, lambda spark: run_export(
-        spark, str(store_root), out, topic, parse_time(since), parse_time(until), include_system_topics, parts,
-        MODES[mode or "error"], skip_corrupt))
-    for c in result["corrupt"]:
-        err_console.print(f"mqtool: corrupt data in {c['file']} from {c['position']}: {c['detail']} "
-                          f"({c['invalid_bytes']} invalid bytes)", markup=False)
+    if "://" in store_root:
+        require_pyspark()                    # URIs are listed with pyarrow's filesystems
+    list_commitlog(store_root)               # a path that is no store fails before Spark starts
+    require_pyspark()
+    t0 = time.perf_counter()
+    result, log_file = _run(master, extra, lambda spark: run_export(
+        spark, store_root, out, selection, parts, mode or "error", split_mib << 20))
+    result.update(seconds=round(time.perf_counter() - t0, 2), spark_log=str(log_file))
     if json_out:
         emit_json(result)
-    elif result["written"]:
-        t = table("topic", "rows", title="Exported")
-        for k, v in result["per_topic"].items():
-            t.add_row(k, str(v))
+    else:
+        t = table("topic", "rows", "bytes", title="Exported")
+        for name, v in result["per_topic"].items():
+            t.add_row(name, str(v["rows"]), str(v["bytes"]))
         console.print(t)
+        rate = result["bytes"] / 1e6 / result["seconds"] if result["seconds"] else 0.0
         console.print(f"{result['messages']} messages, {result['bytes']} bytes from {result['files']} commitlog "
-                      f"files in {result['seconds']} s -> {out}")
-    if not result["written"]:
-        err_console.print("mqtool: nothing written; pass --skip-corrupt to export the intact records", markup=False)
+                      f"files ({result['splits']} splits) in {result['seconds']} s ({rate:.1f} MB/s)", markup=False)
+        console.print(f"Parquet: {result['out']}", markup=False)
+        err_console.print(f"Spark log: {log_file}", markup=False)
+    if _report_corrupt(result, skip_corrupt):
         raise typer.Exit(EXIT_PROBLEMS)
+
+
+def _store_settings(config: Path | None) -> dict[str, str]:
+    """The store keys of a broker.conf (mappedFileSizeConsumeQueue, maxHashSlotNum, ...)."""
+    if config is None:
+        return {}
+    from mqtool.broker.config import load_broker_conf
+    if not config.is_file():
+        raise UsageError(f"{config}: no such broker config file")
+    return load_broker_conf(config)
 
 
 @app.command("rebuild-index")
 def rebuild_index(
     store_root: Annotated[Path, typer.Argument(help="The store root (storePathRootDir).")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="New store root (default: beside the store).")] = None,
-    in_place: Annotated[bool, typer.Option("--in-place", help="Replace the store's own consume queues and index.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", help="Confirm --in-place.")] = False,
-    mapped_file_size_consume_queue: Annotated[int, typer.Option("--mapped-file-size-consume-queue")] = 6_000_000,
-    max_hash_slot_num: Annotated[int, typer.Option("--max-hash-slot-num")] = 5_000_000,
-    max_index_num: Annotated[int, typer.Option("--max-index-num")] = 20_000_000,
-    message_delay_level: Annotated[str, typer.Option("--message-delay-level")] = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
-    master: Annotated[str, typer.Option("--master")] = "local[*]",
-    conf: Annotated[Optional[list[str]], typer.Option("--conf", help="k=v, passed to Spark.")] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="New store root to write (default: STORE-rebuilt-TIME beside the store).")] = None,
+    in_place: Annotated[bool, typer.Option(
+        "--in-place", help="Replace the store's own consume queues and index (old ones kept aside).")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm --in-place (the broker must be stopped).")] = False,
+    config: Annotated[Optional[Path], typer.Option("-c", "--config", help="broker.conf to read store sizes from.")] = None,
+    mapped_file_size_consume_queue: Annotated[Optional[int], typer.Option(
+        "--mapped-file-size-consume-queue", help="Consume queue file size (default 6000000).")] = None,
+    max_hash_slot_num: Annotated[Optional[int], typer.Option("--max-hash-slot-num", help="Default 5000000.")] = None,
+    max_index_num: Annotated[Optional[int], typer.Option("--max-index-num", help="Default 20000000.")] = None,
+    message_delay_level: Annotated[Optional[str], typer.Option(
+        "--message-delay-level", help="The broker's messageDelayLevel (tagsCode of SCHEDULE_TOPIC_XXXX).")] = None,
+    copy_commitlog: Annotated[bool, typer.Option(
+        "--copy-commitlog", help="Copy the commitlog into --out instead of hard-linking it.")] = False,
+    skip_corrupt: SkipCorrupt = False,
+    master: Master = "local[*]",
+    conf: Conf = None,
+    split_mib: SplitMiB = 64,
+    json_out: Json = False,
 ) -> None:
     """Rebuild every consume queue and the index files from the commitlog."""
-    from mqtool.spark.rebuild import run_rebuild
+    from mqtool.spark.rebuild import check_in_place, check_output, run_rebuild
+    from mqtool.spark.session import require_pyspark
+    from mqtool.spark.source import list_commitlog
+    from store.delaylevels import parse_delay_levels
+    from store.errors import StoreError
+    from store.storeconfig import MessageStoreConfig, apply_store_properties
     if in_place and not yes:
         raise UsageError("--in-place rewrites the store's consume queues and index: add --yes (broker stopped)")
     if in_place and out:
         raise UsageError("give --out or --in-place, not both")
-    result = _run_job(master, _conf(conf), lambda spark: run_rebuild(
-        spark, store_root, out, in_place, mapped_file_size_consume_queue, max_hash_slot_num, max_index_num,
-        message_delay_level))
+    cfg = MessageStoreConfig()
+    try:
+        apply_store_properties(cfg, _store_settings(config))
+        apply_store_properties(cfg, {k: str(v) for k, v in {
+            "mappedFileSizeConsumeQueue": mapped_file_size_consume_queue, "maxHashSlotNum": max_hash_slot_num,
+            "maxIndexNum": max_index_num, "messageDelayLevel": message_delay_level}.items() if v is not None})
+        parse_delay_levels(cfg.messageDelayLevel)
+    except (ValueError, StoreError) as exc:
+        raise UsageError(str(exc)) from None
+    if cfg.maxHashSlotNum <= 0 or cfg.maxIndexNum <= 0 or cfg.mappedFileSizeConsumeQueue <= 0:
+        raise UsageError("sizes must be positive")
+    extra = _conf(conf)
+    list_commitlog(str(store_root))
+    if in_place:
+        check_in_place(store_root)
+    elif out is not None:
+        check_output(store_root, out)
+    require_pyspark()
+    t0 = time.perf_counter()
+    result, log_file = _run(master, extra, lambda spark: run_rebuild(
+        spark, store_root, out, in_place, cfg.mappedFileSizeConsumeQueue, cfg.maxHashSlotNum, cfg.maxIndexNum,
+        cfg.messageDelayLevel, split_mib << 20, copy_commitlog))
+    result.update(seconds=round(time.perf_counter() - t0, 2), spark_log=str(log_file),
+                  mapped_file_size_consume_queue=cfg.mappedFileSizeConsumeQueue,
+                  max_hash_slot_num=cfg.maxHashSlotNum, max_index_num=cfg.maxIndexNum)
     if json_out:
         emit_json(result)
     else:
-        console.print(f"{result['units']} consume queue units in {result['queues']} queues and "
-                      f"{result['index_keys']} index keys written to {result['out']} in {result['seconds']} s")
+        console.print(f"{result['units']} consume queue units in {result['queues']} queues, {result['index_keys']} "
+                      f"index keys in {result['index_files']} index files, from {result['records']} records "
+                      f"in {result['seconds']} s", markup=False)
+        console.print(f"Store root: {result['out']}", markup=False)
+        if not in_place and not copy_commitlog:
+            err_console.print("note: its commitlog files are hard links to the original's "
+                              "(--copy-commitlog for independent copies)", markup=False)
+        err_console.print(f"Spark log: {log_file}", markup=False)
+    if _report_corrupt(result, skip_corrupt):
+        raise typer.Exit(EXIT_PROBLEMS)

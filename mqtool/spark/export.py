@@ -1,195 +1,190 @@
-"""`spark export`: commitlog records to Parquet, split by file and record-aligned ranges."""
+"""`spark export`: commitlog records to Parquet, one row per message.
+
+Two Spark stages: `source.plan` walks each commitlog file's headers (one task per file) into
+record-aligned splits, validating every header, counting the rows per topic that the
+selection keeps and noting where a file's valid data ends; then one task per split decodes
+the selected records with `store.commitlog.decode_record` and hands Arrow batches to Spark
+(`mapInArrow`), which writes Parquet. Bodies are written inflated (what a consumer receives);
+`sys_flag` keeps the compression bits, and a body whose codec is missing stays as stored.
+"""
 from __future__ import annotations
 
-import fnmatch
-import os
-from dataclasses import dataclass
-from datetime import datetime, timezone
+import warnings
+import zlib
 from pathlib import Path
 
-from store.codes import SYSTEM_TOPICS
-from store.commitlog import MESSAGE_MAGIC, MESSAGE_MAGIC_V2
+from mqtool.spark.progress import describe
+from mqtool.spark.selection import Selection, topic_index
+from mqtool.spark.source import SPLIT_BYTES, FileScan, Split, local_plan, open_range, plan
+from store.codes import Prop
+from store.commitlog import decode_record, host_text
 from store.compression import decompress
-from store.errors import NotFoundError, WrongKindError
-from store.layout import StorePaths, is_store_root
-from store.logscan import RecordIterator, walk
-from store.mappedfiles import ReadOnlyMap, list_mapped_files
-
-SPLIT_BYTES = 64 * 1024 * 1024
+from store.errors import NotFoundError, StoreError
+from store.logscan import header_table, walk
+from store.msgid import create_offset_msg_id
 
 COLUMNS = [
-    ("topic", "string"), ("queue_id", "int"), ("queue_offset", "long"), ("commitlog_offset", "long"),
+    ("topic", "string"), ("queue_id", "int"), ("queue_offset", "bigint"), ("commitlog_offset", "bigint"),
     ("store_size", "int"), ("body", "binary"), ("body_crc", "int"), ("crc_ok", "boolean"), ("flag", "int"),
-    ("sys_flag", "int"), ("born_timestamp", "long"), ("born_host", "string"), ("store_timestamp", "long"),
-    ("store_host", "string"), ("reconsume_times", "int"), ("prepared_transaction_offset", "long"),
+    ("sys_flag", "int"), ("born_timestamp", "bigint"), ("born_host", "string"), ("store_timestamp", "bigint"),
+    ("store_host", "string"), ("reconsume_times", "int"), ("prepared_transaction_offset", "bigint"),
     ("tags", "string"), ("keys", "array<string>"), ("msg_id", "string"), ("uniq_key", "string"),
-    ("properties", "map<string,string>"), ("store_date", "string"),
+    ("properties", "map<string,string>"), ("store_date", "date"),
 ]
 SCHEMA_DDL = ", ".join(f"{n} {t}" for n, t in COLUMNS)
-
-
-@dataclass(frozen=True)
-class Split:
-    path: str
-    file_start: int
-    start: int       # byte position in the file, on a record boundary
-    end: int         # exclusive; the last split of a file runs to the file's end
-
-
-def is_system_topic(topic: str) -> bool:
-    return topic in SYSTEM_TOPICS or topic.startswith(("%RETRY%", "%DLQ%", "RMQ_SYS_"))
-
-
-def plan_splits(root: str | os.PathLike, split_bytes: int = SPLIT_BYTES) -> list[Split]:
-    """Whole files, and large files cut at record boundaries every ~split_bytes."""
-    p = Path(root)
-    if not p.exists():
-        raise NotFoundError("no such store", path=p)
-    if not is_store_root(p):
-        raise WrongKindError("not a store root (no commitlog, consumequeue or checkpoint inside)", path=p)
-    cl = StorePaths.of(p).commitlog
-    files = list_mapped_files(cl) if cl.is_dir() else []
-    splits = []
-    for f in files:
-        if f.size <= split_bytes:
-            splits.append(Split(str(f.path), f.start, 0, f.size))
-            continue
-        with ReadOnlyMap(f.path) as m:
-            positions, _ = walk(m.buf)
-        cuts = [0]
-        for pos in positions:
-            if pos - cuts[-1] >= split_bytes:
-                cuts.append(pos)
-        bounds = cuts + [f.size]
-        splits += [Split(str(f.path), f.start, a, b) for a, b in zip(bounds, bounds[1:])]
-    return splits
-
-
-def decode_split(split: Split, topics: list[str] | None, since: int | None, until: int | None,
-                 include_system: bool):
-    """Rows of one split (tuples in COLUMNS order); a final ("__stop__", ...) row reports corruption."""
-    with ReadOnlyMap(split.path) as m:
-        it = RecordIterator(m.buf, split.start, split.end)
-        for pos, rec in it:
-            if not include_system and is_system_topic(rec.topic):
-                continue
-            if topics and not any(fnmatch.fnmatchcase(rec.topic, t) for t in topics):
-                continue
-            if (since is not None and rec.store_timestamp < since) or (until is not None and rec.store_timestamp > until):
-                continue
-            try:
-                body = decompress(rec.body, rec.sys_flag)
-            except Exception:  # noqa: BLE001 - keep the stored bytes when a codec is missing
-                body = rec.body
-            date = datetime.fromtimestamp(rec.store_timestamp / 1000, timezone.utc).strftime("%Y-%m-%d")
-            yield (rec.topic, rec.queue_id, rec.queue_offset, split.file_start + pos, rec.total_size, body,
-                   rec.body_crc, rec.crc_ok, rec.flag, rec.sys_flag, rec.born_timestamp, rec.born_host,
-                   rec.store_timestamp, rec.store_host, rec.reconsume_times, rec.prepared_transaction_offset,
-                   rec.tags, rec.keys, rec.msg_id, rec.uniq_key, rec.properties, date)
-        end = it.end
-    if end is not None and end.reason == "corrupt" and split.file_start + end.position < split.file_start + split.end:
-        yield ("__stop__", split.path, end.position, end.detail, end.invalid_bytes)
+PARTITION_COLUMNS = ("topic", "store_date", "queue_id")
+MODES = ("overwrite", "append", "error")
+BATCH_ROWS = 8192
+DAY_MS = 86_400_000
 
 
 def arrow_schema():
     import pyarrow as pa
-    types = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "binary": pa.binary(),
+    types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "binary": pa.binary(),
              "boolean": pa.bool_(), "array<string>": pa.list_(pa.string()),
-             "map<string,string>": pa.map_(pa.string(), pa.string())}
+             "map<string,string>": pa.map_(pa.string(), pa.string()), "date": pa.date32()}
     return pa.schema([(n, types[t]) for n, t in COLUMNS])
 
 
-def split_batches(split: Split, topics, since, until, include_system, batch_rows: int = 20000):
-    """The rows of one split as pyarrow RecordBatches (the columnar twin of decode_split)."""
+def selected_positions(buf, base: int, split: Split, selection: Selection):
+    """Positions (in `buf`) of the split's records that the selection keeps, from headers only."""
+    import numpy as np
+    positions, _ = walk(buf, split.start - base, split.end - base)
+    out = []
+    for lo in range(0, len(positions), 1 << 18):
+        table, ok = header_table(buf, positions[lo:lo + (1 << 18)], split.end - base)
+        table = {k: v[:ok] for k, v in table.items()}
+        names, inv = topic_index(buf, table)
+        out.append(table["position"][selection.mask(names, inv, table)])
+        if ok < len(table["position"]):
+            break
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def split_batches(split: Split, selection: Selection, batch_rows: int = BATCH_ROWS):
+    """The selected records of one split as pyarrow RecordBatches in COLUMNS order."""
     import pyarrow as pa
     schema = arrow_schema()
-    names = schema.names
-    rows = []
-    for row in decode_split(split, topics, since, until, include_system):
-        if row[0] == "__stop__":
-            continue
-        rows.append(row)
-        if len(rows) >= batch_rows:
-            yield _batch(pa, schema, names, rows)
-            rows = []
-    if rows:
-        yield _batch(pa, schema, names, rows)
+    hosts: dict = {}
+
+    def host(ip, port):
+        h = hosts.get((ip, port))
+        if h is None:
+            h = hosts[(ip, port)] = host_text(ip, port)
+        return h
+
+    with open_range(split.path, split.start, split.end) as (buf, base):
+        cols = [[] for _ in COLUMNS]
+        (topic, qid, qoff, cl_off, size, body_c, crc_c, crc_ok, flag, sysf, born_ts, born_h, store_ts, store_h,
+         recon, prep, tags, keys, msg_id, uniq, props, date) = cols
+        for pos in selected_positions(buf, base, split, selection).tolist():
+            rec = decode_record(buf, pos, split.end - base)
+            off = split.file_start + base + pos
+            stored = body = rec.body
+            if rec.sys_flag & 1:            # COMPRESSED_FLAG (a plain int test: IntFlag ops are slow here)
+                try:
+                    body = decompress(stored, rec.sys_flag)
+                except StoreError:
+                    body = stored           # codec not installed or bad stream: keep the bytes as stored
+            p = rec.properties
+            topic.append(rec.topic)
+            qid.append(rec.queue_id)
+            qoff.append(rec.queue_offset)
+            cl_off.append(off)
+            size.append(rec.total_size)
+            body_c.append(body)
+            crc_c.append(rec.body_crc)
+            crc_ok.append(zlib.crc32(stored) & 0x7FFFFFFF == rec.body_crc)
+            flag.append(rec.flag)
+            sysf.append(rec.sys_flag)
+            born_ts.append(rec.born_timestamp)
+            born_h.append(host(rec.born_ip, rec.born_port))
+            store_ts.append(rec.store_timestamp)
+            store_h.append(host(rec.store_ip, rec.store_port))
+            recon.append(rec.reconsume_times)
+            prep.append(rec.prepared_transaction_offset)
+            tags.append(p.get(Prop.TAGS))
+            keys.append([k for k in p.get(Prop.KEYS, "").split(" ") if k])
+            msg_id.append(create_offset_msg_id(rec.store_ip, rec.store_port, off))
+            uniq.append(p.get(Prop.UNIQ_KEY))
+            props.append(list(p.items()))
+            date.append(rec.store_timestamp // DAY_MS)
+            if len(topic) >= batch_rows:
+                yield _batch(pa, schema, cols)
+                for c in cols:
+                    c.clear()
+        if topic:
+            yield _batch(pa, schema, cols)
 
 
-def _batch(pa, schema, names, rows):
-    cols = list(zip(*rows))
-    arrays = []
-    for i, (name, field) in enumerate(zip(names, schema)):
-        data = cols[i]
-        if name == "properties":
-            data = [list(p.items()) for p in data]
-        arrays.append(pa.array(data, type=field.type))
+def _batch(pa, schema, cols):
+    arrays = [pa.array(c, type=f.type) for c, f in zip(cols, schema)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def prescan(split: Split, topics, since, until, include_system) -> tuple[dict, int, list[dict]]:
-    """Header-only pass over a split: rows per topic and bytes that the export will write, and
-    where the split's records stop early because of bad bytes."""
-    from store.logscan import header_table, walk, classify_end
-    with ReadOnlyMap(split.path) as m:
-        positions, end = walk(m.buf, split.start, split.end)
-        table, n_valid = header_table(m.buf, positions, split.end)
-        counts: dict[str, int] = {}
-        size = 0
-        names: dict[bytes, str] = {}
-        for i in range(n_valid):
-            a, ln = int(table["topic_pos"][i]), int(table["topic_len"][i])
-            raw = bytes(m.buf[a:a + ln])
-            topic = names.get(raw) or names.setdefault(raw, raw.decode("utf-8", "replace"))
-            ts = int(table["store_timestamp"][i])
-            if not include_system and is_system_topic(topic):
-                continue
-            if topics and not any(fnmatch.fnmatchcase(topic, t) for t in topics):
-                continue
-            if (since is not None and ts < since) or (until is not None and ts > until):
-                continue
-            counts[topic] = counts.get(topic, 0) + 1
-            size += int(table["total_size"][i])
-        stops = []
-        if n_valid < len(positions):
-            stop = int(positions[n_valid])
-            end = classify_end(m.buf, stop, split.end, "record does not match its fields")
-            if int(table["magic"][n_valid]) in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2) and end.reason != "corrupt":
-                end = type(end)(stop, "corrupt", "record does not match its fields", 1)
-        del table
-        if end.reason == "corrupt" and end.position < split.end:
-            stops.append({"file": split.path, "position": end.position, "detail": end.detail or "bad record",
-                          "invalid_bytes": end.invalid_bytes})
-    return counts, size, stops
+def summarize(scans: list[FileScan]) -> dict:
+    per_topic: dict[str, list[int]] = {}
+    for s in scans:
+        for t, (n, b) in s.selected.items():
+            a = per_topic.setdefault(t, [0, 0])
+            a[0] += n
+            a[1] += b
+    return {"messages": sum(n for n, _ in per_topic.values()), "bytes": sum(b for _, b in per_topic.values()),
+            "files": len(scans), "splits": sum(len(s.splits) for s in scans),
+            "records_scanned": sum(s.records for s in scans),
+            "per_topic": {t: {"rows": n, "bytes": b} for t, (n, b) in sorted(per_topic.items())},
+            "corrupt": [s.bad for s in scans if s.bad]}
 
 
-def run_export(spark, root, out: str, topics=None, since=None, until=None, include_system=False,
-               partition_by=None, mode="errorifexists", skip_corrupt=False, split_bytes=SPLIT_BYTES) -> dict:
-    splits = plan_splits(root, split_bytes)
-    sc = spark.sparkContext
-    scans = sc.parallelize(splits, max(1, len(splits))).map(
-        lambda sp: prescan(sp, topics, since, until, include_system)).collect()
-    stops = [c for _, _, cs in scans for c in cs]
-    if stops and not skip_corrupt:
-        return {"corrupt": stops, "written": False}
-    per_topic: dict[str, int] = {}
-    for counts, _, _ in scans:
-        for t, n in counts.items():
-            per_topic[t] = per_topic.get(t, 0) + n
-    total_bytes = sum(b for _, b, _ in scans)
-    split_df = spark.createDataFrame([(s.path, s.file_start, s.start, s.end) for s in splits],
-                                     "path string, file_start long, start long, end long").repartition(
-                                         max(1, len(splits)))
+def output_exists(out: str) -> bool:
+    if "://" in out:
+        return False      # Spark decides (mode "error" fails there)
+    return Path(out).exists()
+
+
+def run_export(spark, root, out: str, selection: Selection | None = None, partition_by=None, mode: str = "error",
+               split_bytes: int = SPLIT_BYTES) -> dict:
+    """Plan, decode and write; returns the summary. Corrupt ranges are reported, intact records written."""
+    selection = selection or Selection()
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}")
+    scans = plan(spark, str(root), split_bytes, selection)
+    if not scans:
+        raise NotFoundError("the store has no commitlog files: nothing to export", path=root)
+    if not any(s.records for s in scans) and not any(s.bad for s in scans):
+        raise NotFoundError("the store's commitlog holds no messages: nothing to export", path=root)
+    result = summarize(scans)
+    splits = [sp for s in scans for sp in s.splits]
 
     def decode(batches):
         for b in batches:
-            for path, fs, st, en in zip(*(b.column(i).to_pylist() for i in range(4))):
-                yield from split_batches(Split(path, fs, st, en), topics, since, until, include_system)
-    df = split_df.mapInArrow(decode, SCHEMA_DDL)
-    writer = df.write.mode(mode)
+            for row in b.to_pylist():
+                yield from split_batches(Split(**row), selection)
+    sc = spark.sparkContext
+    describe(sc, f"export: decode {len(splits)} splits, write Parquet")
+    rows = [(s.path, s.file_start, s.start, s.end) for s in splits]
+    # One split per partition, so every task decodes one split (a DataFrame repartition would not promise it).
+    split_df = spark.createDataFrame(sc.parallelize(rows, max(1, len(rows))),
+                                     "path string, file_start bigint, start bigint, end bigint")
+    with warnings.catch_warnings():     # pyspark warns about pandas versions; mapInArrow does not use pandas
+        warnings.simplefilter("ignore", FutureWarning)
+        df = split_df.mapInArrow(decode, SCHEMA_DDL) if rows else spark.createDataFrame([], SCHEMA_DDL)
+    writer = df.write.mode("errorifexists" if mode == "error" else mode)
     if partition_by:
         writer = writer.partitionBy(*partition_by)
-    writer.parquet(out)
-    return {"messages": sum(per_topic.values()), "bytes": int(total_bytes), "files": len({s.path for s in splits}),
-            "splits": len(splits), "per_topic": dict(sorted(per_topic.items())), "out": out, "written": True,
-            "corrupt": stops}
+    writer.parquet(str(out))
+    result.update(out=str(out), mode=mode, partition_by=list(partition_by or []))
+    return result
+
+
+def export_local(root, out: str, selection: Selection | None = None, split_bytes: int = SPLIT_BYTES) -> dict:
+    """Single process, no Spark: the same plan, decoder and Arrow batches into one Parquet file."""
+    import pyarrow.parquet as pq
+    selection = selection or Selection()
+    scans = local_plan(str(root), split_bytes, selection)
+    with pq.ParquetWriter(out, arrow_schema()) as writer:
+        for s in scans:
+            for sp in s.splits:
+                for batch in split_batches(sp, selection):
+                    writer.write_batch(batch)
+    return summarize(scans)

@@ -1,4 +1,8 @@
-"""The same export submitted to a real standalone Spark cluster (master + worker) on 127.0.0.1."""
+"""The same export submitted to a real standalone Spark cluster (master + worker) on 127.0.0.1.
+
+Started with pyspark's own `sbin/spark-daemon.sh` (the wheel has no start-master.sh); stopped
+by the PIDs the daemon script recorded for exactly these two processes.
+"""
 from __future__ import annotations
 
 import os
@@ -16,51 +20,88 @@ from tests.servers import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SPARK_HOME = Path(pyspark.__file__).parent
+MASTER, WORKER = "org.apache.spark.deploy.master.Master", "org.apache.spark.deploy.worker.Worker"
 
 
-def start(args: list[str], log: Path, ready: str, timeout: float = 90) -> subprocess.Popen:
-    env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1")
-    out = open(log, "w")
-    proc = subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], stdout=out, stderr=subprocess.STDOUT,
-                            env=env)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if ready in log.read_text(errors="replace"):
-            return proc
-        if proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    proc.kill()
-    raise AssertionError(f"{args[0]} did not start:\n{log.read_text(errors='replace')[-3000:]}")
+class Daemons:
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
+                        SPARK_PID_DIR=str(tmp / "pids"), SPARK_LOG_DIR=str(tmp / "logs"),
+                        SPARK_IDENT_STRING="mqtooltest", SPARK_CONF_DIR=str(tmp / "conf"))
+        (tmp / "conf").mkdir()
+        self.pids: list[int] = []
+
+    def start(self, cls: str, args: list[str], ready: str, timeout: float = 120) -> None:
+        script = SPARK_HOME / "sbin" / "spark-daemon.sh"
+        if script.exists():
+            subprocess.run(["bash", str(script), "start", cls, "1", *args], env=self.env, check=True,
+                           capture_output=True, timeout=60)
+            pid_file = self.tmp / "pids" / f"spark-mqtooltest-{cls}-1.pid"
+            pid = int(pid_file.read_text().strip())
+            logs = lambda: "".join(p.read_text(errors="replace") for p in (self.tmp / "logs").glob(f"*{cls}*"))  # noqa: E731
+        else:                                   # no sbin in this wheel: run the class in the foreground
+            log = self.tmp / f"{cls}.log"
+            proc = subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), cls, *args], env=self.env,
+                                    stdout=open(log, "w"), stderr=subprocess.STDOUT)
+            pid = proc.pid
+            logs = lambda: log.read_text(errors="replace")  # noqa: E731
+        self.pids.append(pid)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ready in logs():
+                return
+            if not _alive(pid):
+                break
+            time.sleep(0.2)
+        raise AssertionError(f"{cls} did not start:\n{logs()[-3000:]}")
+
+    def stop(self) -> None:
+        for pid in reversed(self.pids):
+            if not _alive(pid):
+                continue
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+def _alive(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)     # our own child (foreground mode)
+        if done:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
 
 
 def test_export_on_a_standalone_cluster(basic_store, tmp_path):
     port, ui, wui = free_port(), free_port(), free_port()
-    master = start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                    "--webui-port", str(ui)], tmp_path / "master.log", "I have been elected leader")
+    cluster = Daemons(tmp_path)
     try:
-        worker = start(["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
-                        "--webui-port", str(wui), "--cores", "1", "--memory", "1g", "--work-dir",
-                        str(tmp_path / "work")], tmp_path / "worker.log", "Successfully registered with master")
-        try:
-            out = tmp_path / "out"
-            proc = run_cli("spark", "export", basic_store, "--out", out, "--master", f"spark://127.0.0.1:{port}",
-                           "--include-system-topics", "--json", "--conf", "spark.cores.max=1")
-            assert proc.returncode == 0, proc.stderr[-3000:]
-            assert json_lines(proc.stdout)[-1]["messages"] == 2371
-            import pyarrow.parquet as pq
-            assert pq.read_table(out).num_rows == 2371
-        finally:
-            stop(worker)
+        cluster.start(MASTER, ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
+                      "I have been elected leader")
+        cluster.start(WORKER, [f"spark://127.0.0.1:{port}", "--host", "127.0.0.1", "--webui-port", str(wui),
+                               "--cores", "1", "--memory", "1g", "--work-dir", str(tmp_path / "work")],
+                      "Successfully registered with master")
+        out = tmp_path / "out"
+        proc = run_cli("spark", "export", basic_store, "--out", out, "--master", f"spark://127.0.0.1:{port}",
+                       "--include-system-topics", "--json", "--conf", "spark.cores.max=1",
+                       "--conf", "spark.executor.memory=512m")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert json_lines(proc.stdout)[-1]["messages"] == 2371
+        import pyarrow.parquet as pq
+        assert pq.read_table(out).num_rows == 2371
+        # The tasks really ran on the worker's executor, not in the driver.
+        assert list((tmp_path / "work").glob("app-*/*/stderr"))
     finally:
-        stop(master)
+        cluster.stop()
+    assert not any(_alive(p) for p in cluster.pids)

@@ -1,0 +1,25 @@
+"""benchmarks/spark_export.py in quick mode, so the script cannot rot."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'mqtool[spark]')")
+pytestmark = pytest.mark.slow
+
+
+def test_spark_export_benchmark_quick_mode():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "spark_export.py"), "--quick", "--json"],
+                          capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["data"]["records"] > 100_000 and result["machine"]["cores"]
+    assert result["baseline"]["single_process_pyarrow"]["msg_per_s"] > 0
+    for run in ("local[1]", "local[2]"):
+        assert result["spark"][run]["MBps"] > 0 and result["spark"][run]["splits"] >= 4
+        assert result["spark"][run]["vs_single_process"] > 0
