@@ -33,6 +33,10 @@ class NotFoundError(StoreError):
     """A path or an entry does not exist."""
 
 
+class ReplicationError(StoreError):
+    """Replicated bytes that cannot go where they are said to belong (HA offsets out of step)."""
+
+
 class StoreLockedError(StoreError):
     """Another process holds the store's lock."""
 

@@ -5,6 +5,8 @@ in step), then under SYNC_FLUSH waits for the group-commit flusher to cover its 
 """
 from __future__ import annotations
 
+import os
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -14,8 +16,9 @@ from enum import Enum
 from .checkpoint import Checkpoint, decode_checkpoint
 from .codes import (CHECKPOINT_FILE_SIZE, CQ_UNIT_SIZE, END_FILE_MIN_BLANK_LENGTH, TRANSACTION_TYPE_MASK,
                     Prop, TransactionType)
-from .commitlog import (MESSAGE_MAGIC, MessageRecord, body_crc, decode_record,
+from .commitlog import (BLANK_MAGIC, MESSAGE_MAGIC, MESSAGE_MAGIC_V2, MessageRecord, body_crc, decode_record,
                         encode_blank, encode_record, record_size)
+from .errors import ReplicationError
 from .cqwriter import ConsumeQueue
 from .delaylevels import expected_tags_code, parse_delay_levels
 from .indexwriter import IndexService
@@ -27,6 +30,15 @@ from .storeconfig import MessageStoreConfig
 
 CLEAN_INTERVAL_S = 10.0   # cleanResourceInterval
 NOT_DISPATCHED = (TransactionType.TRANSACTION_PREPARED_TYPE, TransactionType.TRANSACTION_ROLLBACK_TYPE)
+REPUT_BATCH = 512          # records a slave dispatches per hold of the put lock
+_SIZE_MAGIC = struct.Struct(">ii")
+
+
+def total_physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
 
 
 class PutStatus(Enum):
@@ -35,6 +47,8 @@ class PutStatus(Enum):
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"      # SYNC_MASTER: no slave acknowledged in slaveTimeout
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"      # SYNC_MASTER: no slave, or one too far behind
 
 
 class GetStatus(Enum):
@@ -77,7 +91,16 @@ class PutResult:
 
     @property
     def ok(self) -> bool:
-        return self.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
+        """Stored (Java's sendOK): the message is on the master's disk whatever the replica did."""
+        return self.status in STORED
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+
+STORED = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
+                    PutStatus.SLAVE_NOT_AVAILABLE})
 
 
 @dataclass
@@ -87,6 +110,7 @@ class GetResult:
     next_begin_offset: int = 0
     min_offset: int = 0
     max_offset: int = 0
+    suggest_slave: bool = False     # the reader is far behind the head: a slave should serve it
 
 
 class MessageStore:
@@ -105,6 +129,10 @@ class MessageStore:
         self.flush_cond = threading.Condition()
         self.flush_requested = 0
         self.listeners: list = []        # callables(topic, queue_id, max_offset, tags_code)
+        self.append_listeners: list = []  # callables(commitlog max offset), after every put or append
+        self.reput_from = 0               # slave: commit log offset dispatched up to
+        self.reput_error: str | None = None
+        self._reput_cond = threading.Condition()
         self.running = False
         self.recovery_report = None
         self._threads: list[threading.Thread] = []
@@ -133,6 +161,9 @@ class MessageStore:
         self._spawn(self._flush_commitlog_loop, "commitlog-flush")
         self._spawn(self._flush_queues_loop, "consumequeue-flush")
         self._spawn(self._clean_loop, "clean-expired")
+        self.reput_from = self.commitlog.max_offset
+        if self.cfg.is_slave:
+            self._spawn(self._reput_loop, "reput")
         return self
 
     def _spawn(self, target, name) -> None:
@@ -161,6 +192,8 @@ class MessageStore:
         self._stop.set()
         with self.flush_cond:
             self.flush_cond.notify_all()
+        with self._reput_cond:
+            self._reput_cond.notify_all()
         for t in self._threads:
             t.join(timeout=10)
         with self.put_lock:
@@ -200,6 +233,8 @@ class MessageStore:
         """Append messages atomically (one lock, one file: a batch never spans files)."""
         if not self.running:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not running")
+        if self.cfg.is_slave:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is slave mode, so putMessage is forbidden")
         for m in msgs:
             problem = self._check(m)
             if problem:
@@ -238,6 +273,8 @@ class MessageStore:
                 self.dispatch(rec)
             end = phys
         result = PutResult(PutStatus.PUT_OK, first[0], total, first[1], msg_ids, store_ts)
+        for listener in self.append_listeners:
+            listener(end)
         if self.cfg.sync_flush and msgs[0].properties.get(Prop.WAIT, "true") != "false":
             if not self._wait_flushed(end):
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
@@ -288,8 +325,97 @@ class MessageStore:
 
     @property
     def dispatch_behind_bytes(self) -> int:
-        """Dispatch runs inside the put, so nothing is ever left behind."""
-        return 0
+        """A master dispatches inside the put, so nothing is left behind; a slave's reput thread can lag."""
+        return max(0, self.commitlog.max_offset - self.reput_from) if self.cfg.is_slave else 0
+
+    # ------------------------------------------------------------------ replication
+
+    def append_data(self, offset: int, data) -> None:
+        """CommitLog.appendData on a slave: bytes the master sent, at exactly the offset they belong to."""
+        if not data:
+            return
+        with self.put_lock:
+            here = self.commitlog.max_offset
+            if here == 0:
+                self._drop_empty_files()
+                if offset % self.commitlog.file_size:
+                    raise ReplicationError(f"an empty commit log can only start at a file boundary, not at {offset}")
+            elif offset != here:
+                raise ReplicationError(f"data for offset {offset} does not continue the commit log at {here}")
+            f = self.commitlog.last_for_append(offset)
+            if f.start + f.write_pos != offset:
+                raise ReplicationError(f"data for offset {offset} does not continue the commit log at "
+                                       f"{f.start + f.write_pos}")
+            if len(data) > f.free:
+                raise ReplicationError(f"{len(data)} bytes at offset {offset} would cross the end of file {f.path.name}")
+            f.append(data)
+            end = offset + len(data)
+        if self.cfg.sync_flush:
+            with self.flush_cond:
+                self.flush_requested = max(self.flush_requested, end)
+                self.flush_cond.notify_all()
+        with self._reput_cond:
+            self._reput_cond.notify_all()
+        for listener in self.append_listeners:
+            listener(end)
+
+    def _drop_empty_files(self) -> None:
+        for f in list(self.commitlog.files):
+            self.commitlog.files.remove(f)
+            f.destroy()
+
+    def transfer_slice(self, offset: int, max_bytes: int):
+        """What a master sends next from `offset`: up to `max_bytes` written bytes of one file
+        (b"" when there is nothing yet; None when no file holds the offset any more)."""
+        f = self.commitlog.find(offset)
+        if f is None:
+            return b"" if offset >= self.commitlog.max_offset else None
+        pos = offset - f.start
+        n = min(f.write_pos - pos, max_bytes)
+        return f.mm[pos:pos + n] if n > 0 else b""
+
+    def _reput_loop(self) -> None:
+        while not self._stop.is_set():
+            with self._reput_cond:
+                if self.reput_from >= self.commitlog.max_offset or self.reput_error:
+                    self._reput_cond.wait(1.0)
+            try:
+                self._reput_some()
+            except Exception as exc:  # noqa: BLE001 - a record the slave cannot dispatch stops dispatch, not the store
+                self.reput_error = f"dispatch stopped at offset {self.reput_from}: {exc}"
+
+    def _reput_some(self) -> None:
+        """ReputMessageService: dispatch whole records the master's bytes completed."""
+        if self.reput_error:
+            return
+        if self.reput_from < self.commitlog.min_offset:
+            self.reput_from = self.commitlog.min_offset
+        f = self.commitlog.find(self.reput_from)
+        if f is None:
+            return
+        pos, end, recs = self.reput_from - f.start, f.write_pos, []
+        while pos + 8 <= end and len(recs) < REPUT_BATCH:
+            size, magic = _SIZE_MAGIC.unpack_from(f.mm, pos)
+            if magic == BLANK_MAGIC:
+                pos = f.size
+                break
+            if magic not in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2) or size <= 0:
+                self.reput_error = f"no message at offset {f.start + pos} (size {size}, magic {magic:#x})"
+                break
+            if pos + size > end:
+                break                       # the rest of this record has not arrived
+            recs.append(decode_record(f.mm, pos, pos + size))
+            pos += size
+        with self.put_lock:
+            for rec in recs:
+                self.dispatch(rec)
+                self.topic_queue_table[(rec.topic, rec.queue_id)] = rec.queue_offset + 1
+            if recs:
+                ts = recs[-1].store_timestamp
+                self._last_dispatched_ts = ts
+                # A slave has no flush-time store timestamp: dispatch moves physicMsgTimestamp (spec ha.md §5).
+                self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, ts)
+        self.reput_from = f.start + pos
 
     # ------------------------------------------------------------------ flush
 
@@ -439,7 +565,11 @@ class MessageStore:
             return res
         scanned, removing, total_bytes = 0, 0, 0
         cl_min = self.commitlog.min_offset
-        for off, size, code in zip(units["offset"].tolist(), units["size"].tolist(), units["tags_code"].tolist()):
+        offsets = units["offset"]
+        if len(offsets):
+            behind = self.commitlog.max_offset - int(offsets[min(len(offsets), max_count) - 1])
+            res.suggest_slave = behind > total_physical_memory() * self.cfg.accessMessageInMemoryMaxRatio // 100
+        for off, size, code in zip(offsets.tolist(), units["size"].tolist(), units["tags_code"].tolist()):
             if len(res.messages) >= max_count or total_bytes >= self.cfg.maxTransferBytesOnMessageInMemory:
                 break
             scanned += 1

@@ -10,6 +10,10 @@ from .codes import (DEFAULT_MAPPED_FILE_SIZE_COMMITLOG, DEFAULT_MAPPED_FILE_SIZE
                     DEFAULT_MESSAGE_DELAY_LEVEL)
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
+ASYNC_MASTER = "ASYNC_MASTER"
+SYNC_MASTER = "SYNC_MASTER"
+SLAVE = "SLAVE"
+BROKER_ROLES = (ASYNC_MASTER, SYNC_MASTER, SLAVE)
 SYNC_FLUSH = "SYNC_FLUSH"
 
 
@@ -43,6 +47,16 @@ class MessageStoreConfig:
     duplicationEnable: bool = False
     maxTransferBytesOnMessageInMemory: int = 256 * 1024
     maxTransferCountOnMessageInMemory: int = 32
+    accessMessageInMemoryMaxRatio: int = 40
+    # HA (replication); haListenPort is always the broker's listenPort + 1, as BrokerStartup sets it.
+    haListenPort: int = 10912
+    haSendHeartbeatInterval: int = 5000
+    haHousekeepingInterval: int = 20_000
+    haTransferBatchSize: int = 32 * 1024
+    haMasterAddress: str = ""
+    haSlaveFallbehindMax: int = 256 * 1024 * 1024
+    slaveTimeout: int = 3000
+    offsetCheckInSlave: bool = False
 
     def __post_init__(self):
         # ConsumeQueue's getter rounds the size up to a whole number of 20-byte units.
@@ -59,6 +73,10 @@ class MessageStoreConfig:
     @property
     def sync_flush(self) -> bool:
         return self.flushDiskType == SYNC_FLUSH
+
+    @property
+    def is_slave(self) -> bool:
+        return self.brokerRole == SLAVE
 
 
 STORE_KEYS = {f.name: f for f in dataclasses.fields(MessageStoreConfig)}
@@ -91,4 +109,6 @@ def apply_store_properties(cfg: MessageStoreConfig, props: dict[str, str]) -> di
     cfg.__post_init__()
     if cfg.flushDiskType not in (ASYNC_FLUSH, SYNC_FLUSH):
         raise ValueError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not {cfg.flushDiskType!r}")
+    if cfg.brokerRole not in BROKER_ROLES:
+        raise ValueError(f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {cfg.brokerRole!r}")
     return rest

@@ -51,6 +51,7 @@ class BrokerConfig:
     flushConsumerOffsetInterval: int = 5000
     rejectTransactionMessage: bool = False
     enablePropertyFilter: bool = False
+    slaveReadEnable: bool = False
 
     @property
     def broker_addr(self) -> str:

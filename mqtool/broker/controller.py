@@ -7,7 +7,7 @@ import logging
 import time
 import zlib
 
-from mqtool.broker import admin, clientreq, pull, send, transaction
+from mqtool.broker import admin, clientreq, pull, replica, send, transaction
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
 from mqtool.broker.config import BrokerConfig, apply_properties
@@ -21,8 +21,9 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import HeaderError, RemotingError
 from remoting.transport import Connection, RemotingClient, Server
-from store.messagestore import MessageStore, PutResult
-from store.storeconfig import MessageStoreConfig, apply_store_properties
+from store.codes import Prop
+from store.messagestore import MessageStore, PutResult, PutStatus
+from store.storeconfig import BROKER_ROLES, SLAVE, SYNC_MASTER, MessageStoreConfig, apply_store_properties
 
 log = logging.getLogger("mqtool.broker")
 
@@ -59,18 +60,25 @@ HANDLERS = {
     RequestCode.GET_BROKER_CONFIG: admin.get_broker_config,
     RequestCode.UPDATE_BROKER_CONFIG: admin.update_broker_config,
     RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
+    RequestCode.GET_ALL_CONSUMER_OFFSET: replica.all_consumer_offsets,
+    RequestCode.GET_ALL_DELAY_OFFSET: replica.all_delay_offsets,
+    RequestCode.GET_BROKER_HA_STATUS: replica.ha_status,
 }
+MASTER_ID = 0
 
 
 class BrokerController:
     def __init__(self, config: BrokerConfig, store_props: dict[str, str] | None = None):
         self.config = config
+        self.notes: list[str] = []        # one-line warnings for whoever started the broker
+        check_role(config, self.notes)
         self.store_config = MessageStoreConfig(storePathRootDir=config.storePathRootDir,
                                                storePathCommitLog=config.storePathCommitLog,
                                                flushDiskType=config.flushDiskType, brokerRole=config.brokerRole,
                                                messageDelayLevel=config.messageDelayLevel,
                                                maxMessageSize=config.maxMessageSize)
         self.unknown_keys = apply_store_properties(self.store_config, store_props or {})
+        self.store_config.haListenPort = config.listenPort + 1 if config.listenPort else 0
         ip = ipaddress.ip_address(config.brokerIP1).packed
         self.store = MessageStore(self.store_config, (ip, config.listenPort))
         cfg_dir = self.store_config.root / "config"
@@ -90,6 +98,9 @@ class BrokerController:
         self.namesrv_client = RemotingClient()
         self.stats = {"put": 0, "get": 0}
         self.boot_ms = int(time.time() * 1000)
+        self.ha_master = None
+        self.ha_slave = None
+        self.slave_sync = replica.SlaveSynchronize(self) if self.is_slave else None
         self.running = False
         self.writeable = True
         self._tasks: list[asyncio.Task] = []
@@ -108,16 +119,54 @@ class BrokerController:
         if self.config.listenPort == 0:
             self.config.listenPort = self.server.port
             self.store.store_host = (self.store.store_host[0], self.server.port)
+        await self._start_ha(host)
         self.running = True
-        self.schedule.start()
-        self.tx_checker.start()
+        if self.is_slave:
+            self.slave_sync.start()
+        else:
+            self.schedule.start()
+            self.tx_checker.start()
         self._register_soon = asyncio.Event()
         self.topics.on_change = self.schedule_register
         self._tasks += [loop.create_task(self._register_loop()), loop.create_task(self._housekeeping())]
         await self.register_all()
         log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
                  self.config.brokerName, self.config.broker_addr, self.config.namesrvAddr or "(none)")
+        log.info("%s", self.role_line())
         return self
+
+    @property
+    def is_slave(self) -> bool:
+        return self.store_config.brokerRole == SLAVE
+
+    @property
+    def ha_server_addr(self) -> str:
+        return f"{self.config.brokerIP2 or self.config.brokerIP1}:{self.store_config.haListenPort}"
+
+    async def _start_ha(self, host: str) -> None:
+        from mqtool.ha.master import HAMaster
+        from mqtool.ha.slave import HASlave
+        if self.is_slave:
+            configured = self.store_config.haMasterAddress
+            self.ha_slave = HASlave(self.store, self.store_config, configured if len(configured) >= 6 else "").start()
+            return
+        try:
+            self.ha_master = await HAMaster(self.store, self.store_config).start(host, self.store_config.haListenPort)
+            self.store_config.haListenPort = self.ha_master.port      # a random listen port gets a random HA port
+        except OSError as exc:
+            await self.server.stop()
+            await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
+            raise OSError(f"cannot listen on the HA port {self.store_config.haListenPort} (listenPort + 1): "
+                          f"{exc.strerror or exc}") from None
+
+    def role_line(self) -> str:
+        role = self.store_config.brokerRole
+        if self.is_slave:
+            master = self.ha_slave.master_addr if self.ha_slave else ""
+            how = "haMasterAddress" if len(self.store_config.haMasterAddress) >= 6 else "the name server"
+            return (f"role {role}, brokerId {self.config.brokerId}: replicating from master "
+                    f"{master or '(not known yet)'} (from {how})")
+        return f"role {role}, brokerId {MASTER_ID}: HA port {self.ha_server_addr} (haServerAddr)"
 
     async def stop(self) -> None:
         if not self.running:
@@ -126,8 +175,15 @@ class BrokerController:
         self.pull_holds.wake_all()
         for t in self._tasks:
             await cancel(t)
-        await self.schedule.stop()
-        await self.tx_checker.stop()
+        if self.slave_sync is not None:
+            await self.slave_sync.stop()
+        else:
+            await self.schedule.stop()
+            await self.tx_checker.stop()
+        if self.ha_master is not None:
+            await self.ha_master.stop()
+        if self.ha_slave is not None:
+            await self.ha_slave.stop()
         await self.unregister_all()
         await self.namesrv_client.close()
         await self.server.stop()
@@ -166,7 +222,7 @@ class BrokerController:
         return resp
 
     async def put(self, msgs) -> PutResult:
-        """Store one message or a batch; SYNC_FLUSH waits off the event loop."""
+        """Store one message or a batch; SYNC_FLUSH waits off the event loop, SYNC_MASTER for a slave."""
         batch = isinstance(msgs, list)
         fn = (lambda: self.store.put_batch(msgs)) if batch else (lambda: self.store.put(msgs))
         if self.store_config.sync_flush:
@@ -175,7 +231,18 @@ class BrokerController:
             result = fn()
         if result.ok:
             self.stats["put"] += len(msgs) if batch else 1
+            first = msgs[0] if batch else msgs
+            if self.store_config.brokerRole == SYNC_MASTER and first.properties.get(Prop.WAIT, "true") != "false":
+                await self._wait_replica(result)
         return result
+
+    async def _wait_replica(self, result: PutResult) -> None:
+        """submitReplicaRequest; a replica failure overrides the flush status, as thenCombine does."""
+        end = result.end
+        if not self.ha_master.is_slave_ok(end):
+            result.status = PutStatus.SLAVE_NOT_AVAILABLE
+        elif not await self.ha_master.wait_replicated(end):
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
 
     def _channel_closed(self, conn: Connection) -> None:
         groups = self.consumers.channel_closed(conn)
@@ -228,8 +295,7 @@ class BrokerController:
     async def register_all(self) -> None:
         body = self._register_body()
         ext = {"brokerName": self.config.brokerName, "brokerAddr": self.config.broker_addr,
-               "clusterName": self.config.brokerClusterName,
-               "haServerAddr": f"{self.config.brokerIP2 or self.config.brokerIP1}:{self.config.listenPort + 1}",
+               "clusterName": self.config.brokerClusterName, "haServerAddr": self.ha_server_addr,
                "brokerId": self.config.brokerId, "compressed": False, "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
         for addr in self.config.namesrv_addrs:
             try:
@@ -237,8 +303,19 @@ class BrokerController:
                     RequestCode.REGISTER_BROKER, ext, body, language="JAVA"), self.config.registerBrokerTimeoutMills / 1000)
                 if resp.code != 0:
                     log.warning("register to name server %s failed: %s %s", addr, resp.code, resp.remark)
+                elif self.is_slave:
+                    self._learn_master(resp.ext_fields)
             except RemotingError as exc:
                 log.warning("register to name server %s failed: %s", addr, exc)
+
+    def _learn_master(self, ext: dict) -> None:
+        """A slave learns its master from the register response (haServerAddr, masterAddr)."""
+        ha_addr, master = ext.get("haServerAddr"), ext.get("masterAddr")
+        if ha_addr and len(self.store_config.haMasterAddress) < 6 and self.ha_slave is not None:
+            self.ha_slave.set_master(ha_addr)
+        if master and master != self.slave_sync.master_addr:
+            log.info("master broker for metadata sync: %s", master)
+            self.slave_sync.master_addr = master
 
     async def unregister_all(self) -> None:
         ext = {"brokerName": self.config.brokerName, "brokerAddr": self.config.broker_addr,
@@ -250,3 +327,15 @@ class BrokerController:
             except RemotingError as exc:
                 log.warning("unregister from name server %s failed: %s", addr, exc)
 
+
+
+def check_role(config: BrokerConfig, notes: list[str]) -> None:
+    """BrokerStartup's rules: a master is brokerId 0; a slave needs brokerId > 0."""
+    if config.brokerRole not in BROKER_ROLES:
+        raise ValueError(f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {config.brokerRole!r}")
+    if config.brokerRole == SLAVE:
+        if config.brokerId <= 0:
+            raise ValueError(f"a SLAVE needs brokerId > 0 (brokerId is {config.brokerId})")
+    elif config.brokerId != MASTER_ID:
+        notes.append(f"brokerId {config.brokerId} ignored: a {config.brokerRole} is always brokerId 0")
+        config.brokerId = MASTER_ID

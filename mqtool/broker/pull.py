@@ -8,6 +8,7 @@ from remoting.headers import (PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEN
 from store.codes import Perm
 from store.messagestore import GetStatus
 
+MASTER_ID = 0
 STATUS_CODES = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
     GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
@@ -60,9 +61,20 @@ async def pull_message(ctrl, conn, cmd):
         await ctrl.pull_holds.wait(h.topic, h.queueId, h.queueOffset, max(timeout_ms, 0) / 1000, matches)
         result = ctrl.store.get(h.topic, h.queueId, h.queueOffset, max_nums, matches)   # arrived or timed out
         code = _code(result, h.queueOffset)
-    if h.sysFlag & PULL_COMMIT_OFFSET and h.commitOffset >= 0:
+    if h.sysFlag & PULL_COMMIT_OFFSET and h.commitOffset >= 0 and not ctrl.is_slave:
         ctrl.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
-    ext = {"suggestWhichBrokerId": 0, "nextBeginOffset": result.next_begin_offset,
+    suggest = _suggest_broker(ctrl, sub_cfg, result)
+    if code == ResponseCode.PULL_OFFSET_MOVED and ctrl.is_slave and not ctrl.store_config.offsetCheckInSlave:
+        code, suggest = ResponseCode.PULL_RETRY_IMMEDIATELY, sub_cfg.brokerId   # a slave never moves offsets
+    ext = {"suggestWhichBrokerId": suggest, "nextBeginOffset": result.next_begin_offset,
            "minOffset": result.min_offset, "maxOffset": result.max_offset}
     body = b"".join(result.messages) if code == ResponseCode.SUCCESS else b""
     return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.value, ext, body)
+
+
+def _suggest_broker(ctrl, sub_cfg, result) -> int:
+    """PullMessageProcessor: with slaveReadEnable a reader far behind the head (more than
+    accessMessageInMemoryMaxRatio of RAM) is sent to whichBrokerWhenConsumeSlowly; else the master."""
+    if not ctrl.config.slaveReadEnable:
+        return MASTER_ID
+    return sub_cfg.whichBrokerWhenConsumeSlowly if result.suggest_slave else sub_cfg.brokerId

@@ -20,8 +20,11 @@ PUT_CODES = {
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
 VERSION_V3_4_9 = 121
+SLAVE_REMARK = "message store is slave mode, so putMessage is forbidden"
 
 
 def peer_host(conn) -> tuple[bytes, int]:
@@ -45,6 +48,8 @@ async def send_message(ctrl, conn, cmd):
         h = send_header_from_v2(cmd.ext_fields)
     if not ctrl.writeable:
         return _reply(cmd, ctrl, ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is not writeable")
+    if ctrl.is_slave:
+        return _reply(cmd, ctrl, ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_REMARK)
     problem = check_topic_name(h.topic)
     if problem:
         return _reply(cmd, ctrl, ResponseCode.SYSTEM_ERROR, problem)
@@ -134,6 +139,8 @@ def _put_response(cmd, ctrl, result, queue_id):
 async def send_back(ctrl, conn, cmd):
     """CONSUMER_SEND_MSG_BACK: to %RETRY%group with a growing delay, or to %DLQ%group."""
     h = from_ext_fields(ConsumerSendMsgBackRequestHeader, cmd.ext_fields)
+    if ctrl.is_slave:
+        return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_REMARK)
     sub = ctrl.groups.find(h.group)
     if sub is None:
         return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}")

@@ -28,6 +28,8 @@ def _op_message(ctrl, half_queue_offset: int) -> Message:
 
 async def end_transaction(ctrl, conn, cmd):
     h = from_ext_fields(EndTransactionRequestHeader, cmd.ext_fields)
+    if ctrl.is_slave:
+        return cmd.response(ResponseCode.SLAVE_NOT_AVAILABLE, "Message store is slave mode, so end transaction is forbidden.")
     if h.commitOrRollback not in (COMMIT, ROLLBACK):
         return None
     half = ctrl.store.read(h.commitLogOffset)

@@ -61,6 +61,8 @@ def start(
         raise UsageError(str(exc)) from None
     for key in sorted(controller.unknown_keys):
         err_console.print(f"mqtool: warning: unknown config key {key!r} ignored", markup=False)
+    for note in controller.notes:
+        err_console.print(f"mqtool: warning: {note}", markup=False)
     embedded = None
     if not cfg.namesrv_addrs:
         from mqtool.namesrv.server import NameServer
@@ -74,7 +76,10 @@ def start(
             reach = "127.0.0.1" if ns_host_ in ("0.0.0.0", "::") else ns_host_
             cfg.namesrvAddr = f"{reach}:{ns.port}"
             log.info("embedded name server listening on %s:%d", ns_host_, ns.port)
-        await controller.start(host)
+        try:
+            await controller.start(host)
+        except OSError as exc:
+            raise UsageError(f"broker could not start: {exc}") from None
 
     async def finish():
         await controller.stop()

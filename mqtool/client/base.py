@@ -37,6 +37,18 @@ class TopicRoute:
     def master(self, broker_name: str) -> str | None:
         return self.brokers.get(broker_name, {}).get(0)
 
+    def reader(self, broker_name: str, broker_id: int = 0) -> str | None:
+        """findBrokerAddressInSubscribe: the suggested broker, else the master, else any slave
+        (a broker group whose master is down is still read from its slave)."""
+        addrs = self.brokers.get(broker_name, {})
+        for bid in (broker_id, 0, *sorted(addrs)):
+            if bid in addrs:
+                return addrs[bid]
+        return None
+
+    def all_addrs(self) -> set[str]:
+        return {a for addrs in self.brokers.values() for a in addrs.values()}
+
     def write_queues(self) -> list[MessageQueue]:
         out = []
         for q in sorted(self.queues, key=lambda q: q["brokerName"]):

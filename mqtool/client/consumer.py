@@ -10,7 +10,7 @@ from mqtool.client.base import ClientBase, MessageQueue, check
 from remoting import jsonbody
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.errors import RemotingCommandError, RemotingError
+from remoting.errors import RemotingCommandError, RemotingConnectError, RemotingError
 from store.commitlog import MessageRecord, decode_record
 from store.compression import decompress
 
@@ -56,19 +56,34 @@ class Consumer(ClientBase):
     def __init__(self, namesrv: str, group: str = "CID_MQTOOL", timeout_s: float = 3.0, instance: str | None = None):
         super().__init__(namesrv, timeout_s, instance)
         self.group = group
+        self.pull_from: dict[MessageQueue, int] = {}    # pullFromWhichNodeTable: suggestWhichBrokerId
 
     async def broker_addr(self, mq: MessageQueue) -> str:
         route = await self.route(mq.topic)
-        addr = route.master(mq.broker_name)
+        addr = route.reader(mq.broker_name, self.pull_from.get(mq, 0))
         if addr is None:
-            raise RemotingError(f"broker {mq.broker_name} of topic {mq.topic} has no master address")
+            raise RemotingError(f"broker {mq.broker_name} of topic {mq.topic} has no address")
         return addr
+
+    async def invoke_queue(self, mq: MessageQueue, cmd: RemotingCommand, timeout_s: float | None = None):
+        """A request to the broker that serves `mq`; when that broker is unreachable the route is
+        fetched again and the request goes once to whichever broker of the group is left."""
+        addr = await self.broker_addr(mq)
+        try:
+            return await self.invoke(addr, cmd, timeout_s)
+        except RemotingConnectError:
+            await self.route(mq.topic, refresh=True)
+            self.pull_from.pop(mq, None)
+            retry = await self.broker_addr(mq)
+            if retry == addr:
+                raise
+            return await self.invoke(retry, cmd, timeout_s)   # opaques are per connection
 
     async def queues(self, topic: str) -> list[MessageQueue]:
         return (await self.route(topic)).read_queues()
 
     async def _offset_call(self, mq: MessageQueue, code: int, extra: dict | None = None) -> int:
-        resp = await self.invoke(await self.broker_addr(mq), RemotingCommand.request(
+        resp = await self.invoke_queue(mq, RemotingCommand.request(
             code, {"topic": mq.topic, "queueId": mq.queue_id, **(extra or {})}))
         check(resp, f"offset of {mq.topic}/{mq.queue_id}")
         return int(resp.ext_fields.get("offset", resp.ext_fields.get("timestamp", 0)))
@@ -83,7 +98,7 @@ class Consumer(ClientBase):
         return await self._offset_call(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"timestamp": ts})
 
     async def committed_offset(self, mq: MessageQueue) -> int:
-        resp = await self.invoke(await self.broker_addr(mq), RemotingCommand.request(
+        resp = await self.invoke_queue(mq, RemotingCommand.request(
             RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": self.group, "topic": mq.topic,
                                                 "queueId": mq.queue_id}))
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
@@ -104,7 +119,7 @@ class Consumer(ClientBase):
             "maxMsgNums": max_nums, "sysFlag": sys_flag, "commitOffset": commit_offset or 0,
             "suspendTimeoutMillis": suspend_ms, "subscription": expression, "subVersion": int(time.time() * 1000),
             "expressionType": "TAG"})
-        resp = await self.invoke(await self.broker_addr(mq), cmd, self.timeout_s + suspend_ms / 1000)
+        resp = await self.invoke_queue(mq, cmd, self.timeout_s + suspend_ms / 1000)
         ok = (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
               ResponseCode.PULL_OFFSET_MOVED)
         check(resp, f"pull {mq.topic}/{mq.queue_id}", ok)
@@ -113,6 +128,7 @@ class Consumer(ClientBase):
         if sub.tags:
             msgs = [m for m in msgs if (m.tags or "") in sub.tags]    # hash collisions: re-check the tag
         e = resp.ext_fields
+        self.pull_from[mq] = int(e.get("suggestWhichBrokerId", 0) or 0)
         return PullResult(resp.code, msgs, int(e.get("nextBeginOffset", offset)), int(e.get("minOffset", 0)),
                           int(e.get("maxOffset", 0)))
 
@@ -165,9 +181,14 @@ class GroupConsumer(Consumer):
             "consumeType": "CONSUME_PASSIVELY", "groupName": self.group,
             "messageModel": "BROADCASTING" if self.broadcast else "CLUSTERING",
             "subscriptionDataSet": subs, "unitMode": False}]})
-        addrs = {r.master(n) for r in (await self._routes()).values() for n in r.brokers}
-        for addr in filter(None, addrs):
-            check(await self.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body)), "heartbeat")
+        # To every broker of the route, slaves too: a slave serves the group when its master is down.
+        addrs = {a for r in (await self._routes()).values() for a in r.all_addrs()}
+        for addr in addrs:
+            try:
+                check(await self.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body)), "heartbeat")
+            except RemotingConnectError:
+                if len(addrs) == 1:
+                    raise
 
     async def rebalance(self) -> None:
         mine: list[MessageQueue] = []
@@ -185,7 +206,7 @@ class GroupConsumer(Consumer):
                 continue
             ids = [self.client_id]
             if queues:
-                resp = await self.invoke(await self.broker_addr(queues[0]), RemotingCommand.request(
+                resp = await self.invoke_queue(queues[0], RemotingCommand.request(
                     RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}))
                 if resp.code == 0:
                     ids = sorted(jsonbody.loads(resp.body).get("consumerIdList", ids))

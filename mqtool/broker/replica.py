@@ -1,0 +1,161 @@
+"""The broker's side of master/slave: metadata copies (SlaveSynchronize) and the requests behind them.
+
+A slave pulls topics, consumer offsets, delay offsets and subscription groups from its master
+over remoting every 10 s (first after 3 s); the master answers GET_ALL_CONSUMER_OFFSET (43),
+GET_ALL_DELAY_OFFSET (45) and, as 5.x brokers do, GET_BROKER_HA_STATUS (907).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from mqtool.broker.background import cancel
+from mqtool.broker.subscriptions import SubscriptionGroupConfig
+from mqtool.broker.topics import DataVersion, TopicConfig
+from remoting import jsonbody
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import RemotingError
+from store.configfiles import dumps_fastjson, int_keys, write_config
+
+log = logging.getLogger("mqtool.broker.slave")
+FIRST_SYNC_S = 3.0
+SYNC_PERIOD_S = 10.0
+
+
+# ---------------------------------------------------------------------- master's answers
+
+async def all_consumer_offsets(ctrl, conn, cmd):
+    with ctrl.offsets.lock:
+        table = {k: dict(v) for k, v in ctrl.offsets.table.items()}
+    return cmd.response(ResponseCode.SUCCESS, None, None, dumps_fastjson({"offsetTable": table}).encode())
+
+
+async def all_delay_offsets(ctrl, conn, cmd):
+    ctrl.schedule.persist()
+    return cmd.response(ResponseCode.SUCCESS, None, None, ctrl.schedule.path.read_bytes())
+
+
+async def ha_status(ctrl, conn, cmd):
+    """HARuntimeInfo (rocketmq 5.x `GET_BROKER_HA_STATUS`), from whichever side this broker is."""
+    if ctrl.ha_master is not None:
+        info = ctrl.ha_master.runtime_info()
+        info["haClientRuntimeInfo"] = None
+    else:
+        info = {"master": False, "masterCommitLogMaxOffset": 0, "inSyncSlaveNums": 0, "haConnectionInfo": [],
+                "haClientRuntimeInfo": ctrl.ha_slave.runtime_info() if ctrl.ha_slave else None}
+    info["brokerRole"] = ctrl.store_config.brokerRole
+    info["commitLogMaxOffset"] = ctrl.store.commitlog_max_offset
+    info["commitLogMinOffset"] = ctrl.store.commitlog_min_offset
+    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(info))
+
+
+# ---------------------------------------------------------------------- slave's copies
+
+class SlaveSynchronize:
+    def __init__(self, ctrl):
+        self.ctrl = ctrl
+        self.master_addr = ""
+        self.last_sync_ms = 0
+        self.last_error = ""
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        await cancel(self._task)
+
+    async def _run(self) -> None:
+        await asyncio.sleep(FIRST_SYNC_S)
+        while True:
+            await self.sync_all()
+            await asyncio.sleep(SYNC_PERIOD_S)
+
+    async def _fetch(self, code: RequestCode) -> bytes | None:
+        resp = await self.ctrl.namesrv_client.invoke(self.master_addr, RemotingCommand.request(code, language="JAVA"), 3)
+        if resp.code != ResponseCode.SUCCESS:
+            log.warning("metadata sync from master %s: %s answered %s %s", self.master_addr, code.name, resp.code,
+                        resp.remark)
+            return None
+        return resp.body or b""
+
+    async def sync_all(self) -> bool:
+        if not self.master_addr or self.master_addr == self.ctrl.config.broker_addr:
+            return False
+        ok = True
+        for code, apply in ((RequestCode.GET_ALL_TOPIC_CONFIG, self._topics),
+                            (RequestCode.GET_ALL_CONSUMER_OFFSET, self._offsets),
+                            (RequestCode.GET_ALL_DELAY_OFFSET, self._delay_offsets),
+                            (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self._groups)):
+            try:
+                body = await self._fetch(code)
+            except RemotingError as exc:
+                self._note(f"metadata sync from master {self.master_addr} failed: {exc}")
+                return False
+            if body is None:
+                ok = False
+                continue
+            try:
+                apply(body)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                log.warning("metadata sync: bad %s body from %s: %s", code.name, self.master_addr, exc)
+                ok = False
+        if ok:
+            self.last_sync_ms = int(time.time() * 1000)
+            self._note("")
+        return ok
+
+    def _note(self, text: str) -> None:
+        """Log a failure once, not every 10 s while the master is away."""
+        if text and text != self.last_error:
+            log.warning("%s", text)
+        elif not text and self.last_error:
+            log.info("metadata sync from master %s works again", self.master_addr)
+        self.last_error = text
+
+    def _topics(self, body: bytes) -> None:
+        data = jsonbody.loads(body)
+        topics = self.ctrl.topics
+        version = _version(data.get("dataVersion"))
+        if version.to_json() == topics.data_version.to_json():
+            return
+        with topics.lock:
+            topics.table = {k: TopicConfig.from_json(v) for k, v in data.get("topicConfigTable", {}).items()}
+            topics.data_version = version
+            topics.persist()
+        log.info("topics copied from master %s (%d topics)", self.master_addr, len(topics.table))
+
+    def _offsets(self, body: bytes) -> None:
+        data = jsonbody.loads(body) if body else {}
+        offsets = self.ctrl.offsets
+        with offsets.lock:
+            for key, queues in data.get("offsetTable", {}).items():
+                offsets.table[key] = {int(q): int(v) for q, v in int_keys(queues).items()}
+        offsets.persist()
+
+    def _delay_offsets(self, body: bytes) -> None:
+        if not body:
+            return
+        data = jsonbody.loads(body)
+        schedule = self.ctrl.schedule
+        schedule.offsets = {int(k): int(v) for k, v in int_keys(data.get("offsetTable", {})).items()}
+        write_config(schedule.path, body.decode("utf-8"))     # verbatim, as Java's slave does
+
+    def _groups(self, body: bytes) -> None:
+        data = jsonbody.loads(body)
+        groups = self.ctrl.groups
+        version = _version(data.get("dataVersion"))
+        if version.to_json() == groups.data_version.to_json():
+            return
+        with groups.lock:
+            groups.table = {k: SubscriptionGroupConfig.from_json(v)
+                            for k, v in data.get("subscriptionGroupTable", {}).items()}
+            groups.data_version = version
+            groups.persist()
+
+
+def _version(d: dict | None) -> DataVersion:
+    d = d or {}
+    return DataVersion(int(d.get("counter", 0)), int(d.get("timestamp", 0)))
