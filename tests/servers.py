@@ -23,6 +23,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_port_pair() -> int:
+    """A port whose successor is free too: a master broker's HA port is listenPort + 1."""
+    for _ in range(50):
+        port = free_port()
+        if port < 65535:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port + 1))
+                    return port
+                except OSError:
+                    continue
+    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
+
+
 def wait_for_line(proc, needle: str, timeout: float = 30) -> list[str]:
     lines, deadline = [], time.time() + timeout
     while time.time() < deadline:

@@ -65,6 +65,7 @@ HANDLERS = {
     RequestCode.GET_BROKER_HA_STATUS: replica.ha_status,
 }
 MASTER_ID = 0
+SLAVE_SEEKING_MASTER_S = 3.0
 
 
 class BrokerController:
@@ -78,6 +79,9 @@ class BrokerController:
                                                messageDelayLevel=config.messageDelayLevel,
                                                maxMessageSize=config.maxMessageSize)
         self.unknown_keys = apply_store_properties(self.store_config, store_props or {})
+        if "haListenPort" in (store_props or {}) and self.store_config.haListenPort != config.listenPort + 1:
+            self.notes.append(f"haListenPort {self.store_config.haListenPort} ignored: the HA port is always "
+                              f"listenPort + 1 ({config.listenPort + 1}), as RocketMQ's BrokerStartup sets it")
         self.store_config.haListenPort = config.listenPort + 1 if config.listenPort else 0
         ip = ipaddress.ip_address(config.brokerIP1).packed
         self.store = MessageStore(self.store_config, (ip, config.listenPort))
@@ -280,8 +284,11 @@ class BrokerController:
     async def _register_loop(self) -> None:
         period = min(max(self.config.registerNameServerPeriod, 10_000), 60_000) / 1000
         while True:
+            wait = period
+            if self.is_slave and not self.slave_sync.master_addr:
+                wait = SLAVE_SEEKING_MASTER_S    # a slave started before its master finds it sooner
             try:
-                await asyncio.wait_for(self._register_soon.wait(), period)
+                await asyncio.wait_for(self._register_soon.wait(), wait)
             except asyncio.TimeoutError:
                 pass
             self._register_soon.clear()

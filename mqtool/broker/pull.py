@@ -35,6 +35,8 @@ async def pull_message(ctrl, conn, cmd):
     if not sub_cfg.consumeEnable:
         return cmd.response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumerGroup}")
     topic_cfg = ctrl.topics.get(h.topic)
+    if topic_cfg is None and ctrl.is_slave:
+        topic_cfg = _replicated_topic(ctrl, h.topic)
     if topic_cfg is None:
         return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
     if not topic_cfg.perm & Perm.PERM_READ:
@@ -78,3 +80,16 @@ def _suggest_broker(ctrl, sub_cfg, result) -> int:
     if not ctrl.config.slaveReadEnable:
         return MASTER_ID
     return sub_cfg.whichBrokerWhenConsumeSlowly if result.suggest_slave else sub_cfg.brokerId
+
+
+def _replicated_topic(ctrl, topic: str):
+    """A topic the master created after the slave's last metadata copy (every 10 s) but whose
+    messages are already replicated: readable from its consume queues, so a consumer that turns
+    to the slave because the master is gone still finds it."""
+    queues = [q for t, q in ctrl.store.queues if t == topic]
+    if not queues:
+        return None
+    from mqtool.broker.topics import TopicConfig
+    nums = max(queues) + 1
+    cfg = ctrl.topics.table.setdefault(topic, TopicConfig(topic, nums, nums))
+    return cfg

@@ -8,6 +8,7 @@ import typer
 from mqtool import __version__
 from mqtool.cli import admin as admin_cmds
 from mqtool.cli import broker as broker_cmds
+from mqtool.cli import ha as ha_cmds
 from mqtool.cli.consume import consume
 from mqtool.cli.send import send
 from mqtool.cli import namesrv as namesrv_cmds
@@ -39,6 +40,7 @@ def _root(version: bool = typer.Option(False, "--version", "-V", callback=_versi
 app.add_typer(store_cmds.app, name="store", rich_help_panel="Store (offline, read-only)")
 app.add_typer(namesrv_cmds.app, name="namesrv", rich_help_panel="Servers")
 app.add_typer(broker_cmds.app, name="broker", rich_help_panel="Servers")
+app.add_typer(ha_cmds.app, name="ha", rich_help_panel="Servers")
 app.add_typer(spark_cmds.app, name="spark", rich_help_panel="Spark jobs")
 app.command(rich_help_panel="Messages")(send)
 app.command(rich_help_panel="Messages")(consume)
@@ -62,7 +64,7 @@ for _name, _fn in {"updateTopic": admin_cmds.topic_create, "deleteTopic": admin_
                    "queryMsgByKey": admin_cmds.message_query, "queryMsgById": admin_cmds.message_query,
                    "consumerConnection": admin_cmds.group_connections, "updateSubGroup": admin_cmds.group_create,
                    "resetOffsetByTime": admin_cmds.group_reset_offset, "queryMsgByOffset": admin_cmds.message_print,
-                   "sendMessage": send, "consumeMessage": consume}.items():
+                   "sendMessage": send, "consumeMessage": consume, "haStatus": ha_cmds.status}.items():
     app.command(_name, hidden=True)(_fn)
 
 

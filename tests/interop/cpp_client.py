@@ -49,7 +49,13 @@ def produce(ns, a) -> None:
             msg = message(a["topic"], m)
             sent_at = int(time.time() * 1000)
             if mode == "sync":
-                r = p.send_sync(msg)
+                try:
+                    r = p.send_sync(msg)
+                except Exception as exc:  # noqa: BLE001 - reported to the test when it asks for failures
+                    if not a.get("report_errors"):
+                        raise
+                    out({"keys": m["keys"], "error": str(exc)})
+                    continue
                 out({"keys": m["keys"], "status": int(r.status), "msg_id": r.msg_id, "offset": r.offset, "at": sent_at})
             elif mode == "orderly":
                 r = p.send_orderly(msg, m["arg"])
