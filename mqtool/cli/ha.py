@@ -73,14 +73,20 @@ def _offline(stores: list[Path], json_out: bool) -> None:
     diff = compare_commitlogs(stores[0], stores[1]).to_json()
     if json_out:
         emit_json(diff)
-        return
+    else:
+        _print_diff(stores, diff)
+    if diff["first_difference"] is not None:
+        raise typer.Exit(1)             # the copies disagree: not lag but divergence
+
+
+def _print_diff(stores: list[Path], diff: dict) -> None:
     t = table("", "value", title=f"{stores[0]} (master) vs {stores[1]} (slave)")
     for key, value in diff.items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items())
         elif isinstance(value, list):
             value = ", ".join(map(str, value)) or "-"
-        if key.endswith("StoreTime") or key.endswith("store_time"):
+        if key.endswith("_timestamp"):
             value = f"{value} ({fmt_time(value)})" if isinstance(value, int) else value
         t.add_row(key, "-" if value is None else str(value))
     console.print(t)
@@ -96,7 +102,8 @@ def status(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """For each broker group: the master's max offset, each slave's offset, lag in bytes and time,
-    transfer rate, in sync or not and why. With --store: compare two stores' commit logs offline."""
+    transfer rate, in sync or not and why. With --store: compare two stores' commit logs offline
+    (exit 1 when the copies differ inside the range both hold)."""
     if store:
         if watch:
             raise UsageError("--watch needs a live cluster, not --store")

@@ -32,10 +32,12 @@ class Group:
         self.ns_proc = Process(["namesrv", "start", "--listen", f"127.0.0.1:{port}", "--kv-config",
                                 str(tmp / "kv.json")], "boot success")
         self.ns = f"127.0.0.1:{port}"
-        self.ports = {"master": free_port_pair(), "slave": free_port_pair()}
+        self.ports: dict[str, int] = {}
         self.procs: dict[str, Process] = {}
 
     def addr(self, who: str) -> str:
+        if who not in self.ports:
+            self.ports[who] = free_port_pair()
         return f"127.0.0.1:{self.ports[who]}"
 
     def store(self, who: str) -> Path:
@@ -91,10 +93,11 @@ def wait_until(what, check, timeout: float = 30, every: float = 0.2):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def slave_in_sync(g: Group):
+def slave_in_sync(g: Group, count: int = 1):
     entry = ha_status(g)
     slaves = entry["slaves"]
-    return entry if slaves and slaves[0].get("connected") and slaves[0].get("lagBytes") == 0 else None
+    ok = len(slaves) == count and all(s.get("connected") and s.get("lagBytes") == 0 for s in slaves)
+    return entry if ok else None
 
 
 def msgs(prefix: str, n: int) -> list[dict]:
@@ -162,7 +165,7 @@ def test_a_slave_store_starts_as_a_master(group):
         group.stop("master")
     before = sorted(p.name for p in (group.store("slave") / "commitlog").iterdir())
     group.stop("slave")
-    group.ports["slave"] = free_port_pair()
+    group.ports.pop("slave")
     proc = group.start("slave", "ASYNC_MASTER", 0)
     assert any("role ASYNC_MASTER" in line for line in proc.startup + [proc.proc.stderr.readline()])
     sent = json_lines(run_cli("send", "-t", "HATopic", "-n", group.ns, "--json", input="after\n", check=True).stdout)
@@ -185,5 +188,58 @@ def test_an_empty_slave_starts_at_the_masters_last_file(tmp_path):
         top = entry["master"]["commitLogMaxOffset"]
         slave_files = sorted(p.name for p in (g.store("slave") / "commitlog").iterdir())
         assert slave_files[0] == f"{top - top % FILE_SIZE:020d}"
+    finally:
+        g.close()
+
+
+def test_two_slaves_follow_a_master_that_restarts(tmp_path):
+    g = Group(tmp_path)
+    try:
+        g.start("master", "ASYNC_MASTER", 0)
+        g.start("s1", "SLAVE", 1)
+        g.start("s2", "SLAVE", 2)
+        run_cli("send", "-t", "Two", "-n", g.ns, "--json", input="".join(f"m{i}\n" for i in range(300)), check=True)
+        wait_until("both slaves to catch up", lambda: slave_in_sync(g, 2))
+        g.kill("master")                           # the slaves keep reconnecting until it is back
+        g.start("master", "ASYNC_MASTER", 0)
+        run_cli("send", "-t", "Two", "-n", g.ns, "--json", input="".join(f"n{i}\n" for i in range(300)), check=True)
+        entry = wait_until("both slaves to catch up again", lambda: slave_in_sync(g, 2))
+        assert entry["master"]["slaveConnections"] == 2
+        for who in ("s1", "s2", "master"):
+            g.stop(who)
+        master_log = sorted((g.store("master") / "commitlog").iterdir())
+        for who in ("s1", "s2"):
+            for f in master_log:
+                assert (g.store(who) / "commitlog" / f.name).read_bytes() == f.read_bytes(), (who, f.name)
+    finally:
+        g.close()
+
+
+def test_a_slow_reader_is_sent_to_the_slave_with_slave_read_enable(tmp_path):
+    """accessMessageInMemoryMaxRatio=0: any reader behind the head counts as slow."""
+    import asyncio
+
+    from mqtool.client.base import MessageQueue
+    from mqtool.client.consumer import Consumer
+    g = Group(tmp_path)
+    try:
+        g.start("master", "ASYNC_MASTER", 0, "slaveReadEnable=true\naccessMessageInMemoryMaxRatio=0\n")
+        g.start("slave", "SLAVE", 1)
+        run_cli("send", "-t", "Slow", "-n", g.ns, "-q", "0", "--json", input="a\nb\nc\n", check=True)
+        wait_until("the slave to catch up", lambda: slave_in_sync(g))
+
+        async def pulls():
+            c = Consumer(g.ns, "CID_SLOW")
+            try:
+                mq = MessageQueue("Slow", "broker-ha", 0)
+                first = await c.pull(mq, 0, max_nums=1)
+                suggested, addr = c.pull_from[mq], await c.broker_addr(mq)
+                second = await c.pull(mq, first.next_offset, max_nums=1)   # served by the slave
+                return first, suggested, addr, second
+            finally:
+                await c.close()
+        first, suggested, addr, second = asyncio.run(pulls())
+        assert [m.body for m in first.messages] == [b"a"] and suggested == 1
+        assert addr == g.addr("slave") and [m.body for m in second.messages] == [b"b"]
     finally:
         g.close()
