@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -200,6 +202,15 @@ def test_two_slaves_follow_a_master_that_restarts(tmp_path):
         g.start("s2", "SLAVE", 2)
         run_cli("send", "-t", "Two", "-n", g.ns, "--json", input="".join(f"m{i}\n" for i in range(300)), check=True)
         wait_until("both slaves to catch up", lambda: slave_in_sync(g, 2))
+        watch = subprocess.Popen([sys.executable, "-m", "mqtool", "ha", "status", "-n", g.ns, "--watch", "0.3",
+                                  "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            frames = [json.loads(watch.stdout.readline()) for _ in range(2)]
+        finally:
+            watch.send_signal(signal.SIGINT)
+            assert watch.wait(10) == 0, watch.stderr.read()
+        assert frames[1]["time"] > frames[0]["time"]
+        assert [len(f["groups"][0]["slaves"]) for f in frames] == [2, 2]
         g.kill("master")                           # the slaves keep reconnecting until it is back
         g.start("master", "ASYNC_MASTER", 0)
         run_cli("send", "-t", "Two", "-n", g.ns, "--json", input="".join(f"n{i}\n" for i in range(300)), check=True)
