@@ -46,6 +46,7 @@ from store.storeconfig import MessageStoreConfig  # noqa: E402
 GET_BROKER_HA_STATUS = 907
 BATCH = 32 * 1024                      # haTransferBatchSize, and the loopback baseline's chunk
 PROCS: list[subprocess.Popen] = []     # everything this script started, stopped by PID at exit
+SPY_HZ = 50                            # py-spy's rate: it shares the 2 cores with both brokers
 
 PRODUCER = r"""
 import sys, time, json, threading
@@ -282,6 +283,7 @@ def lag_run(admin: Admin, ns: str, master: str, slave: str, topic: str, seconds:
     return {"body_bytes": size, "threads": 4, "producer": prod, "window_s": round(dt, 2), "samples": len(win),
             "lag_max_bytes": max(lags), "lag_p50_bytes": pct(lags, 0.5), "lag_p99_bytes": pct(lags, 0.99),
             "master_view_diff_max_bytes": max(diffs, default=-1), "master_view_diff_p50_bytes": pct(diffs, 0.5),
+            "master_transferredByteInSecond_max": max(x for *_, x in win),
             "master_append_MBps": round(master_bps / 1e6, 3), "replicated_MBps": round(slave_bps / 1e6, 3),
             "replicated_vs_append": round(slave_bps / master_bps, 3) if master_bps else None,
             "caught_up_s_after_load": round(drained, 2)}
@@ -371,8 +373,14 @@ def catch_up(admin: Admin, tmp: Path, ns: str, ha_addr: str, master_addr: str, f
         if spy_exe:
             spies["slave"] = (start_spy(spy_exe, slave.pid, tmp / f"slave-{tag}.txt"), tmp / f"slave-{tag}.txt",
                               time.perf_counter())
-        admin.wait("the slave to catch up", lambda: admin.ha(addr)["commitLogMaxOffset"] >= target,
-                   timeout=1800, every=0.05)
+        first = []                      # when the slave first had bytes
+
+        def progress():
+            have = admin.ha(addr)["commitLogMaxOffset"]
+            if have and not first:
+                first.append(time.perf_counter())
+            return have >= target
+        admin.wait("the slave to catch up", progress, timeout=1800, every=0.05)
         t_done = time.perf_counter()
         for proc, _, _ in spies.values():
             stop(proc, signal.SIGINT)
@@ -387,12 +395,13 @@ def catch_up(admin: Admin, tmp: Path, ns: str, ha_addr: str, master_addr: str, f
     res = {"seconds_from_slave_start": round(t_done - t0, 2), "MBps": round(target / (t_done - t0) / 1e6, 1),
            "seconds_from_boot_success": round(t_done - slave.t_boot, 2),
            "MBps_from_boot": round(target / (t_done - slave.t_boot) / 1e6, 1),
-           "slave_boot_s": round(slave.t_boot - t0, 2),
+           "slave_boot_s": round(slave.t_boot - t0, 2), "first_bytes_s_from_slave_start": round(first[0] - t0, 2),
+           "MBps_from_first_bytes": round(target / max(t_done - first[0], 1e-3) / 1e6, 1),
            "dispatch_done_s_from_slave_start": round(t_dispatch - t0, 2),
            "slave_commitLogMaxOffset": info["commitLogMaxOffset"]}
     if spies:
         res["profile"] = {who: top_py_spy(out, t_done - t) for who, (_, out, t) in spies.items()}
-        res["profiler"] = "py-spy (100 Hz, --nonblocking, all threads)"
+        res["profiler"] = f"py-spy ({SPY_HZ} Hz, --nonblocking, all threads)"
     elif cprof:
         res["profile"] = {"slave": top_cprofile(cprof)}
         res["profiler"] = "cProfile (slave main thread only)"
@@ -401,7 +410,7 @@ def catch_up(admin: Admin, tmp: Path, ns: str, ha_addr: str, master_addr: str, f
 
 
 def start_spy(exe: str, pid: int, out: Path) -> subprocess.Popen:
-    return spawn([exe, "record", "--pid", str(pid), "--format", "raw", "--output", str(out), "--rate", "100",
+    return spawn([exe, "record", "--pid", str(pid), "--format", "raw", "--output", str(out), "--rate", str(SPY_HZ),
                   "--nonblocking", "--threads"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -445,7 +454,7 @@ def top_py_spy(path: Path, seconds: float, n: int = 12) -> dict:
         rows = [(k, v) for k, v in counter.most_common() if only is None or only(k)]
         return [[k, round(100 * v / total, 1)] for k, v in rows[:n]]
     ours = (lambda k: "(mqtool/" in k or "(store/" in k or "(remoting/" in k)
-    return {"samples": total, "seconds": round(seconds, 2), "busy_threads": round(total / (100 * seconds), 2),
+    return {"samples": total, "seconds": round(seconds, 2), "busy_threads": round(total / (SPY_HZ * seconds), 2),
             "self_pct": share(self_c), "inclusive_pct_mqtool_store_remoting": share(incl_c, ours),
             "thread_pct": [[k, round(100 * v / total, 1)] for k, v in threads.most_common(6)]}
 

@@ -34,3 +34,20 @@ def test_library_packages_stay_independent(package):
 def test_store_has_no_sockets_or_asyncio():
     for f in (REPO / "store").rglob("*.py"):
         assert not imported_packages(f) & {"socket", "asyncio", "typer", "rich"}, f
+
+
+def test_the_cli_loads_no_heavy_part_until_a_command_needs_it():
+    """`mqtool --help` and completions run often: no client, server, store engine or Spark at import."""
+    import subprocess
+    import sys
+    code = ("import sys, mqtool.cli; heavy = ('mqtool.client', 'mqtool.broker', 'mqtool.namesrv.server', "
+            "'mqtool.spark', 'mqtool.ha', 'store.commitlog', 'numpy', 'construct', 'pyspark', 'asyncio'); "
+            "print(sorted(m for m in sys.modules if m.startswith(heavy)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert out.strip() == "[]", out
+
+
+def test_store_help_lists_every_kind():
+    from mqtool.cli.store import KIND_NAMES
+    from store.layout import Kind
+    assert KIND_NAMES == ", ".join(k.value for k in Kind)

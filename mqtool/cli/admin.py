@@ -1,7 +1,6 @@
 """mqadmin-style administration: topic, cluster, broker, group, message. Table by default, --json everywhere."""
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Optional
 
 import typer
@@ -9,7 +8,6 @@ import typer
 from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.output import console, emit_json, fmt_time, parse_time, table
 from mqtool.cli.send import NamesrvOpt
-from mqtool.client.admin import QUERY_CAP, Admin
 
 JsonOpt = Annotated[bool, typer.Option("--json")]
 topic_app = typer.Typer(help="Create, delete, list and inspect topics.", no_args_is_help=True)
@@ -20,7 +18,10 @@ message_app = typer.Typer(help="Find messages by key or id.", no_args_is_help=Tr
 
 
 def run(namesrv: str, fn):
+    import asyncio
+    from mqtool.client.admin import Admin
     async def go():
+        from mqtool.client.admin import Admin
         admin = Admin(namesrv)
         try:
             return await fn(admin)
@@ -149,6 +150,7 @@ def message_query(namesrv: NamesrvOpt = "127.0.0.1:9876",
                   end: Annotated[Optional[str], typer.Option("--end")] = None,
                   json_out: JsonOpt = False) -> None:
     """Find messages by key, unique key (UNIQ_KEY), or offset message id."""
+    from mqtool.client.admin import QUERY_CAP
     if sum(x is not None for x in (key, unique_key, msg_id)) != 1:
         raise UsageError("give exactly one of --key, --unique-key, --id")
     if msg_id:
@@ -319,6 +321,7 @@ def message_print(topic: Annotated[str, typer.Option("-t", "--topic")],
                   end: Annotated[Optional[int], typer.Option("--end-offset", help="Exclusive.")] = None,
                   namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """Messages of one queue by queue-offset range (mqadmin printMsgByQueue)."""
+    import asyncio
     from mqtool.client.consumer import Consumer
 
     async def go():

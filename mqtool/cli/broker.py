@@ -1,7 +1,6 @@
 """`mqtool broker ...`: run a broker (with an embedded name server when none is given)."""
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from pathlib import Path
@@ -9,7 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from mqtool.broker.config import BrokerConfig, apply_properties, load_broker_conf
 from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.serve import parse_listen, run_until_signal, setup_logging
 
@@ -29,6 +27,8 @@ def start(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Start a broker. With no name server given anywhere, an embedded one runs in the same process."""
+    import asyncio
+    from mqtool.broker.config import BrokerConfig, apply_properties, load_broker_conf
     setup_logging(verbose)
     cfg = BrokerConfig(brokerName="broker-a")
     props = {}

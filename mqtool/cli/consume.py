@@ -1,7 +1,6 @@
 """`mqtool consume`: read messages as a consumer group or from explicit queues."""
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Annotated, Optional
@@ -11,7 +10,6 @@ import typer
 from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.output import BODY_MODES, check_choice, emit_json, fmt_time, parse_time, render_body
 from mqtool.cli.send import NamesrvOpt
-from mqtool.client.consumer import Consumer, GroupConsumer
 
 TOKENS = {"%t": "topic", "%q": "queue_id", "%o": "queue_offset", "%k": "keys", "%T": "tags", "%b": "body",
           "%i": "msg_id", "%s": "store_time", "%p": "properties"}
@@ -56,6 +54,7 @@ def consume(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Consume messages: a real group (-g), or explicit queues from a start position."""
+    import asyncio
     check_choice(body, BODY_MODES[:3], "--body")
     if group and queue:
         raise UsageError("give either -g GROUP or --queue, not both")
@@ -76,6 +75,7 @@ def _check_start(start: str) -> None:
 
 
 async def _position(c: Consumer, mq, start: str) -> int:
+    from mqtool.client.consumer import Consumer
     if start == "beginning":
         return await c.min_offset(mq)
     if start == "end":
@@ -90,6 +90,8 @@ async def _position(c: Consumer, mq, start: str) -> int:
 
 async def _consume(namesrv, topic, group, broadcast, queue_ids, start, exit_at_end, count, idle, tag, fmt, body,
                    json_out) -> None:
+    import asyncio
+    from mqtool.client.consumer import Consumer, GroupConsumer
     seen = 0
     last = time.monotonic()
 

@@ -35,15 +35,21 @@ class UsageError(Exception):
 register(UsageError, EXIT_USAGE)
 
 
-def _register_remoting() -> None:
-    from remoting.errors import RemotingError
-    register(RemotingError, EXIT_PROBLEMS)
+# Errors of modules the CLI may never load (loading them costs start-up time): looked up only when
+# their module is already imported, which it is whenever one of them was raised.
+_LAZY_EXIT_CODES = [("remoting.errors", "RemotingError", EXIT_PROBLEMS)]
 
 
-_register_remoting()
+def register_lazy(module: str, name: str, code: int) -> None:
+    """Like `register`, for an error class whose module the CLI should not load just to know it."""
+    _LAZY_EXIT_CODES.insert(0, (module, name, code))
 
 
 def exit_code_for(exc: BaseException) -> int | None:
+    for module, name, code in _LAZY_EXIT_CODES:
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(exc, getattr(loaded, name)):
+            return code
     for exc_type, code in _EXIT_CODES:
         if isinstance(exc, exc_type):
             return code

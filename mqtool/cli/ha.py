@@ -1,7 +1,6 @@
 """`mqtool ha status`: replication of each broker group, live (name server) or offline (two stores)."""
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -51,6 +50,7 @@ def render_live(groups: list[dict]):
 
 
 def _online(namesrv: str, cluster: str | None, broker: str | None) -> list[dict]:
+    import asyncio
     from mqtool.client.admin import Admin
     from mqtool.client.ha import ha_status
 

@@ -1,20 +1,17 @@
 """`mqtool namesrv ...`: run a name server."""
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from mqtool.cli.errors import EXIT_USAGE, register
+from mqtool.cli.errors import EXIT_USAGE, register_lazy
 from mqtool.cli.serve import parse_listen, run_until_signal, setup_logging
-from mqtool.namesrv.kvconfig import KVConfigError
-from mqtool.namesrv.server import NameServer
 
 app = typer.Typer(help="Run a RocketMQ name server.", no_args_is_help=True)
-register(KVConfigError, EXIT_USAGE)
+register_lazy("mqtool.namesrv.kvconfig", "KVConfigError", EXIT_USAGE)
 
 
 @app.command()
@@ -27,6 +24,8 @@ def start(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Start a name server (port 9876 by default); SIGINT/SIGTERM stop it."""
+    import asyncio
+    from mqtool.namesrv.server import NameServer
     host, port = parse_listen(listen)
     setup_logging(verbose)
     server = NameServer(kv_config, order_message_enable)   # reads the KV file now: errors before listening

@@ -8,12 +8,6 @@ import typer
 
 from mqtool.cli.errors import UsageError
 from mqtool.cli.output import console, emit_json
-from store.errors import StoreLockedError
-from store.layout import is_store_root
-from store.lockfile import is_locked
-from store.messagestore import MessageStore
-from store.recovery import compute_plan
-from store.storeconfig import MessageStoreConfig, apply_store_properties
 
 
 def recover(
@@ -30,6 +24,12 @@ def recover(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Plan (or with --apply, run) crash recovery on a stopped broker's store."""
+    from store.errors import StoreLockedError
+    from store.layout import is_store_root
+    from store.lockfile import is_locked
+    from store.messagestore import MessageStore
+    from store.recovery import compute_plan
+    from store.storeconfig import MessageStoreConfig, apply_store_properties
     if not root.exists():
         raise UsageError(f"{root}: no such directory")
     if not is_store_root(root):

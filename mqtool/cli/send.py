@@ -1,7 +1,6 @@
 """`mqtool send`: produce messages from an argument, stdin lines, or files."""
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from pathlib import Path
@@ -11,7 +10,6 @@ import typer
 
 from mqtool.cli.errors import UsageError
 from mqtool.cli.output import console, emit_json, table
-from mqtool.client.producer import OutMessage, Producer
 
 NamesrvOpt = Annotated[str, typer.Option("-n", "--namesrv-addr", envvar="NAMESRV_ADDR",
                                          help="Name servers, ';'-separated (or NAMESRV_ADDR).")]
@@ -38,6 +36,8 @@ def send(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Send messages; one result line per message (status, msgId, broker, queue, queue offset)."""
+    import asyncio
+    from mqtool.client.producer import OutMessage
     properties = {}
     for p in prop or []:
         k, sep, v = p.partition("=")
@@ -70,6 +70,7 @@ def send(
 
 
 async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch) -> list[dict]:
+    from mqtool.client.producer import Producer
     p = Producer(namesrv, group)
     out = []
     try:
@@ -96,6 +97,8 @@ async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch) -> lis
 
 async def _bench(namesrv, topic, group, count, size, threads, json_out) -> None:
     """producer.sh-style figures: TPS, average and max RT, failures."""
+    import asyncio
+    from mqtool.client.producer import OutMessage, Producer
     p = Producer(namesrv, group)
     body = b"x" * size
     rts: list[float] = []
@@ -103,6 +106,7 @@ async def _bench(namesrv, topic, group, count, size, threads, json_out) -> None:
     remaining = [count]
 
     async def worker():
+        from mqtool.client.producer import OutMessage
         nonlocal failures
         while remaining[0] > 0:
             remaining[0] -= 1

@@ -1,7 +1,6 @@
 """Running servers from the CLI: logging, --listen parsing, clean stop on SIGINT/SIGTERM."""
 from __future__ import annotations
 
-import asyncio
 import logging
 import signal
 import sys
@@ -25,6 +24,7 @@ def setup_logging(verbose: bool = False) -> None:
 
 async def run_until_signal(start, stop) -> None:
     """await start(); wait for SIGINT/SIGTERM; await stop()."""
+    import asyncio
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -7,19 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, UsageError, err_console, register
+from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, UsageError, err_console, register_lazy
 from mqtool.cli.output import console, emit_json, parse_time, table
 
 app = typer.Typer(help="Spark jobs: export messages to Parquet, rebuild consume queues and index.",
                   no_args_is_help=True)
 
 
-def _register_errors() -> None:
-    from mqtool.spark.session import SparkUnavailable
-    register(SparkUnavailable, EXIT_USAGE)
-
-
-_register_errors()
+register_lazy("mqtool.spark.session", "SparkUnavailable", EXIT_USAGE)
 
 Master = Annotated[str, typer.Option("--master", help="local[*], local[N] or spark://HOST:PORT.")]
 Conf = Annotated[Optional[list[str]], typer.Option("--conf", help="k=v, passed to Spark (repeatable).")]

@@ -5,22 +5,17 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
 from mqtool.cli.errors import EXIT_PROBLEMS, UsageError, err_console
 from mqtool.cli.output import (BODY_MODES, check_choice, console, emit_json, fmt_time, parse_time,
                                render_body, table)
-from store.dump import Filters, dump_path, record_row
-from store.layout import Kind, StorePaths, detect_kind, is_store_root
-from store.errors import WrongKindError
-from store.query import query_by_key, query_by_msg_id, query_by_offset
-from store.stats import store_stats
-from store.verify import verify_store
 from mqtool.cli.recover import recover
 
 app = typer.Typer(help="Read a store directory offline: dump, stats, verify, query.",
                   no_args_is_help=True)
 
+# store.layout.Kind's values, spelled out so `--help` does not import the store (a test holds them equal).
+KIND_NAMES = "root, commitlog-dir, commitlog, consumequeue-dir, consumequeue, index-dir, index, checkpoint, config, abort, lock"
 JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
 PathArg = Annotated[Path, typer.Argument(help="Store root, or a commitlog/consumequeue/index/checkpoint/config path.")]
 RootArg = Annotated[Path, typer.Argument(help="The store root (storePathRootDir).")]
@@ -30,6 +25,8 @@ BodyMaxOpt = Annotated[Optional[int], typer.Option(
 
 
 def _root(path: Path) -> Path:
+    from store.layout import is_store_root
+    from store.errors import WrongKindError
     if not path.exists():
         raise UsageError(f"{path}: no such directory")
     if not is_store_root(path):
@@ -39,6 +36,7 @@ def _root(path: Path) -> Path:
 
 def _progress(total: int, what: str):
     """A transient progress bar on stderr (silent when stderr is not a terminal)."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
     bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                    TimeRemainingColumn(), console=err_console, transient=True)
     task = bar.add_task(what, total=total or None)
@@ -46,6 +44,7 @@ def _progress(total: int, what: str):
 
 
 def _commitlog_bytes(root: Path) -> int:
+    from store.layout import StorePaths
     d = StorePaths.of(root).commitlog
     return sum(p.stat().st_size for p in d.iterdir() if p.is_file()) if d.is_dir() else 0
 
@@ -55,7 +54,7 @@ def _commitlog_bytes(root: Path) -> int:
 @app.command()
 def dump(
     path: PathArg,
-    kind: Annotated[Optional[str], typer.Option("--kind", help="Force the kind: " + ", ".join(k.value for k in Kind))] = None,
+    kind: Annotated[Optional[str], typer.Option("--kind", help="Force the kind: " + KIND_NAMES)] = None,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t")] = None,
     queue: Annotated[Optional[int], typer.Option("--queue", "-q", help="Queue id.")] = None,
     key: Annotated[Optional[str], typer.Option("--key", "-k", help="A key of KEYS, or the UNIQ_KEY.")] = None,
@@ -70,6 +69,8 @@ def dump(
     json_out: JsonOpt = False,
 ) -> None:
     """Decode any store file or directory: records, queue units, index entries, checkpoint, config."""
+    from store.dump import Filters, dump_path
+    from store.layout import Kind, detect_kind
     check_choice(body, BODY_MODES, "--body")
     if kind is not None:
         try:
@@ -187,6 +188,7 @@ _RENDERERS = {"message": _render_messages, "cq_unit": _render_units, "index_entr
 @app.command()
 def stats(root: RootArg, json_out: JsonOpt = False) -> None:
     """Per topic and queue: messages, bytes, offsets, times; files, checkpoint and configs."""
+    from store.stats import store_stats
     _root(root)
     bar, advance = _progress(_commitlog_bytes(root), "scanning commitlog")
     with bar:
@@ -241,6 +243,7 @@ def verify(root: RootArg, json_out: JsonOpt = False,
            delay_level: Annotated[Optional[str], typer.Option(
                "--message-delay-level", help="The broker's messageDelayLevel, if not the default.")] = None) -> None:
     """Check records, consume queues, index and checkpoint against each other. Exit 1 on problems."""
+    from store.verify import verify_store
     _root(root)
     bar, advance = _progress(_commitlog_bytes(root), "verifying commitlog")
     with bar:
@@ -276,6 +279,8 @@ def query(
     json_out: JsonOpt = False,
 ) -> None:
     """Find messages by key (through the index files), by offset msgId, or by commitlog offset."""
+    from store.dump import record_row
+    from store.query import query_by_key, query_by_msg_id, query_by_offset
     _root(root)
     check_choice(body, BODY_MODES, "--body")
     chosen = [x for x in (key, msg_id, offset) if x is not None]
