@@ -133,7 +133,9 @@ class IndexFile:
         if slot_value <= 0 or slot_value > index_count:
             return found
         cur = slot_value
-        while len(found) < max_num:
+        steps = 0
+        while len(found) < max_num and steps < index_count:    # a damaged chain may loop: bounded
+            steps += 1
             if cur > self.index_num - 1 or cur <= 0:
                 break
             ehash, phy, diff, prev = self.entry(cur)

@@ -1,11 +1,13 @@
 """Finding messages offline: by key through the index files, by offset msgId, by commitlog offset."""
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .codes import DEFAULT_MAX_MSGS_NUM_BATCH
 from .commitlog import MessageRecord
+from .errors import StoreError
 from .indexfile import IndexFile
 from .layout import StorePaths, is_index_file_name
 from .mappedfiles import ReadOnlyMap
@@ -20,6 +22,7 @@ class KeyQueryResult:
     collisions: int = 0        # candidates whose record did not carry the key
     capped: bool = False       # stopped at max_num
     index_files: int = 0
+    damaged: list[str] = field(default_factory=list)   # index files (or hits) skipped, with why
 
 
 def index_files(root: Path) -> list[Path]:
@@ -39,14 +42,18 @@ def query_by_key(root, topic: str, key: str, begin: int = 0, end: int = 2**63 - 
     offsets: list[int] = []
     files = index_files(paths.root)
     for path in reversed(files):
-        with ReadOnlyMap(path) as m:
-            idx = IndexFile(m.buf, path, *(geometry or (None, None)))
-            h = idx.header
-            result.index_files += 1
-            if begin <= h.end_timestamp and h.begin_timestamp <= end:
-                offsets.extend(idx.select_offsets(full_key, begin, end, max_num + 1 - len(offsets)))
-            if h.begin_timestamp < begin or len(offsets) > max_num:
-                break
+        try:
+            with ReadOnlyMap(path) as m:
+                idx = IndexFile(m.buf, path, *(geometry or (None, None)))
+                h = idx.header
+                result.index_files += 1
+                if begin <= h.end_timestamp and h.begin_timestamp <= end:
+                    offsets.extend(idx.select_offsets(full_key, begin, end, max_num + 1 - len(offsets)))
+        except (StoreError, OSError, ValueError, struct.error) as exc:
+            result.damaged.append(f"{path.name}: {exc}")     # one bad file does not hide the others
+            continue
+        if h.begin_timestamp < begin or len(offsets) > max_num:
+            break
     offsets = sorted(set(offsets))
     result.candidates = len(offsets)
     if len(offsets) > max_num:
@@ -56,7 +63,11 @@ def query_by_key(root, topic: str, key: str, begin: int = 0, end: int = 2**63 - 
     reader = commitlog or CommitLogReader(paths.commitlog)
     try:
         for off in offsets:
-            rec = reader.read(off)
+            try:
+                rec = reader.read(off)
+            except StoreError as exc:
+                result.damaged.append(f"index hit at commitlog offset {off}: {exc}")
+                continue
             if rec.topic == topic and (key in rec.keys or rec.uniq_key == key):
                 result.records.append((off, rec))
             else:

@@ -12,6 +12,7 @@ from .layout import StorePaths
 from .mappedfiles import ReadOnlyMap
 from .query import index_files
 from .reader import CommitLogReader
+from .errors import StoreError
 from .indexfile import IndexFile
 
 
@@ -107,8 +108,12 @@ def consumequeue_stats(root: Path) -> list[dict]:
 def index_stats(root: Path) -> list[dict]:
     out = []
     for path in index_files(root):
-        with ReadOnlyMap(path) as m:
-            h = IndexFile(m.buf, path).header
+        try:
+            with ReadOnlyMap(path) as m:
+                h = IndexFile(m.buf, path).header
+        except (StoreError, OSError, ValueError) as exc:
+            out.append({"file": path.name, "size": path.stat().st_size, "error": str(exc)})
+            continue
         out.append({"file": path.name, "size": path.stat().st_size, **vars(h)})
     return out
 

@@ -193,9 +193,18 @@ def stats(root: RootArg, json_out: JsonOpt = False) -> None:
     bar, advance = _progress(_commitlog_bytes(root), "scanning commitlog")
     with bar:
         result = store_stats(root, advance)
+    damaged = [i for i in result["index"] if "error" in i]
+    for i in damaged:
+        err_console.print(f"mqtool: warning: damaged index file {i['file']} skipped: {i['error']}", markup=False)
     if json_out:
         emit_json(result)
-        return
+    else:
+        _print_stats(result)
+    if damaged:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def _print_stats(result: dict) -> None:
     cl = result["commitlog"]
     cq = {(q["topic"], q["queue_id"]): q for q in result["consumequeues"]}
     t = table("topic", "queue", "messages", "bytes", "min qoff", "max qoff", "cq max", "first store time",
@@ -214,6 +223,9 @@ def stats(root: RootArg, json_out: JsonOpt = False) -> None:
     if result["index"]:
         t = table("file", "entries", "slots used", "begin", "end", "phy offsets", title="Index files")
         for i in result["index"]:
+            if "error" in i:
+                t.add_row(i["file"], "-", "-", "-", "-", f"damaged: {i['error']}")
+                continue
             t.add_row(i["file"], str(max(i["index_count"] - 1, 0)), str(i["hash_slot_count"]),
                       fmt_time(i["begin_timestamp"]), fmt_time(i["end_timestamp"]),
                       f"{i['begin_phy_offset']}..{i['end_phy_offset']}")
@@ -296,6 +308,7 @@ def query(
             notes.append(f"more than {max_num} messages match; narrow with --begin/--end or raise --max")
         if res.collisions:
             notes.append(f"{res.collisions} index hits were hash collisions for other keys and were dropped")
+        notes += [f"skipped damaged index data: {d}" for d in res.damaged]
     elif msg_id is not None:
         rec, host = query_by_msg_id(root, msg_id)
         found = [(rec.physical_offset, rec)]
@@ -317,6 +330,8 @@ def query(
         console.print(f"{len(rows)} message{'s' if len(rows) != 1 else ''} found")
     for n in notes:
         err_console.print(f"mqtool: note: {n}", markup=False)
+    if key is not None and res.damaged:
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 app.command(name="recover")(recover)
