@@ -44,7 +44,8 @@ def consume(
     group: Annotated[Optional[str], typer.Option("-g", "--group", help="Consume as this group (offsets committed).")] = None,
     broadcast: Annotated[bool, typer.Option("--broadcast", help="Broadcasting mode (with -g).")] = False,
     queue: Annotated[Optional[list[int]], typer.Option("--queue", "-q", help="Explicit queue ids (no group).")] = None,
-    start: Annotated[str, typer.Option("--from", help="beginning|end|OFFSET|-N|@TIME")] = "beginning",
+    start: Annotated[Optional[str], typer.Option("--from", help="beginning|end|OFFSET|-N|@TIME (default: beginning; "
+                                                 "with -g: the group's committed offsets, and --from moves them)")] = None,
     exit_at_end: Annotated[bool, typer.Option("-e", "--exit-at-end")] = False,
     count: Annotated[int, typer.Option("-c", "--count", min=0)] = 0,
     idle_timeout: Annotated[float, typer.Option("--idle-timeout", help="Stop after this many idle seconds.")] = 0,
@@ -60,7 +61,8 @@ def consume(
         raise UsageError("give either -g GROUP or --queue, not both")
     if broadcast and not group:
         raise UsageError("--broadcast needs -g GROUP")
-    _check_start(start)
+    if start is not None:
+        _check_start(start)
     asyncio.run(_consume(namesrv, topic, group, broadcast, queue, start, exit_at_end, count, idle_timeout, tag,
                          fmt or "%t %q %o %k %T %b", body, json_out))
 
@@ -75,7 +77,6 @@ def _check_start(start: str) -> None:
 
 
 async def _position(c: Consumer, mq, start: str) -> int:
-    from mqtool.client.consumer import Consumer
     if start == "beginning":
         return await c.min_offset(mq)
     if start == "end":
@@ -103,14 +104,16 @@ async def _consume(namesrv, topic, group, broadcast, queue_ids, start, exit_at_e
             print(render(env, fmt), flush=True)
 
     if group:
-        c = GroupConsumer(namesrv, group, topic, tag, broadcast, "first" if start == "beginning" else "last")
+        c = GroupConsumer(namesrv, group, topic, tag, broadcast, "first")
+        if start is not None:
+            c.start_at = lambda mq: _position(c, mq, start)      # an explicit --from moves the group's offsets
         try:
-            gen = c.messages(500)
+            gen = c.messages(500, until_end=exit_at_end)
             while True:
                 try:
                     wait = None if not idle else max(0.1, idle - (time.monotonic() - last))
                     mq, rec = await asyncio.wait_for(gen.__anext__(), wait)
-                except asyncio.TimeoutError:
+                except (asyncio.TimeoutError, StopAsyncIteration):
                     break
                 show(mq, rec)
                 c.state.assigned[mq] = rec.queue_offset + 1
@@ -128,7 +131,7 @@ async def _consume(namesrv, topic, group, broadcast, queue_ids, start, exit_at_e
             queues = [q for q in queues if q.queue_id in set(queue_ids)]
             if not queues:
                 raise UsageError(f"topic {topic} has no queue {queue_ids}")
-        positions = {mq: await _position(c, mq, start) for mq in queues}
+        positions = {mq: await _position(c, mq, start or "beginning") for mq in queues}
         while True:
             progressed = False
             for mq in queues:

@@ -152,6 +152,7 @@ class GroupConsumer(Consumer):
         if retry_topic and not broadcast:
             self.subs[RETRY_PREFIX + group] = "*"
         self.state = GroupState()
+        self.start_at = None        # async (queue) -> offset: where to start instead of the committed offset
         self.interrupted: set[MessageQueue] = set()
         self.missing_topics: set[str] = set()
         self._rebalance = asyncio.Event()
@@ -220,6 +221,8 @@ class GroupConsumer(Consumer):
                 self.state.assigned[mq] = await self._start_offset(mq)
 
     async def _start_offset(self, mq: MessageQueue) -> int:
+        if self.start_at is not None and not mq.topic.startswith(RETRY_PREFIX):
+            return await self.start_at(mq)
         if not self.broadcast:
             off = await self.committed_offset(mq)
             if off >= 0:
@@ -238,8 +241,9 @@ class GroupConsumer(Consumer):
         for mq in list(self.state.assigned):
             await self.commit_queue(mq)
 
-    async def messages(self, poll_ms: int = 1000, stop: asyncio.Event | None = None):
-        """Yield (queue, record) until `stop` is set; the caller advances `state.assigned[mq]`."""
+    async def messages(self, poll_ms: int = 1000, stop: asyncio.Event | None = None, until_end: bool = False):
+        """Yield (queue, record) until `stop` is set (or, with `until_end`, until every assigned
+        queue has been read to its end); the caller advances `state.assigned[mq]`."""
         await self.heartbeat()
         await self.rebalance()
         last_rebalance = last_commit = time.monotonic()
@@ -260,10 +264,12 @@ class GroupConsumer(Consumer):
                 continue
             results = await asyncio.gather(*(self.pull(mq, off, 32, self.subs.get(mq.topic, "*"))
                                               for mq, off in queues), return_exceptions=True)
-            got_any = False
+            got_any, at_end = False, True
             for (mq, off), res in zip(queues, results):
                 if isinstance(res, Exception) or mq not in self.state.assigned:
+                    at_end = False
                     continue
+                at_end = at_end and res.next_offset >= res.max_offset
                 for rec in res.messages:
                     got_any = True
                     yield mq, restore_retry_topic(rec)
@@ -274,6 +280,8 @@ class GroupConsumer(Consumer):
                         self.state.assigned[mq] = res.next_offset
                 self.interrupted.discard(mq)
             if not got_any:
+                if until_end and at_end:
+                    return
                 await asyncio.sleep(min(poll_ms, 200) / 1000)
 
     async def send_back(self, rec: MessageRecord, delay_level: int = 0, max_reconsume_times: int = 16) -> bool:

@@ -119,3 +119,19 @@ def test_group_config_kv_perm_and_print_commands(cluster):
     run_cli("topic", "perm", "-n", ns, "-t", "PrintTopic", "-p", "4", check=True)
     denied = run_cli("send", "-n", ns, "-t", "PrintTopic", "x")
     assert denied.returncode == 1 and "NO_PERMISSION" in denied.stderr
+
+
+def test_group_consume_exits_at_the_end_and_honours_numeric_from(cluster):
+    """Issue 10: `consume -g G --from beginning -e` used to print everything and never exit."""
+    ns = cluster["namesrv"]
+    run_cli("topic", "create", "-n", ns, "-t", "CliEnd", "-r", "2", "-w", "2", check=True)
+    run_cli("send", "-n", ns, "-t", "CliEnd", "--json", "--queue", "0", input="".join(f"m{i}\n" for i in range(6)),
+            check=True)
+    got = json_lines(run_cli("consume", "-n", ns, "-t", "CliEnd", "-g", "GID_END", "--from", "beginning", "-e",
+                             "--json", check=True).stdout)
+    assert sorted(g["body"] for g in got) == [f"m{i}" for i in range(6)]
+    again = run_cli("consume", "-n", ns, "-t", "CliEnd", "-g", "GID_END", "-e", "--json", check=True)
+    assert again.stdout == ""                               # offsets were committed: nothing left
+    later = json_lines(run_cli("consume", "-n", ns, "-t", "CliEnd", "-g", "GID_FROM4", "--from", "4", "-e", "--json",
+                               check=True).stdout)
+    assert [g["body"] for g in later] == ["m4", "m5"]
