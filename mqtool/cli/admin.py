@@ -239,10 +239,11 @@ def group_reset_offset(group: Annotated[str, typer.Option("-g", "--group")],
                        topic: Annotated[str, typer.Option("-t", "--topic")],
                        to_time: Annotated[str, typer.Option("--to-time", help="Epoch ms or ISO time.")],
                        namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
-    """Move the group's committed offsets to the first message stored at or after a time (stop its consumers first)."""
+    """Move the group's offsets to the first message stored at or after a time (mqadmin resetOffsetByTime):
+    online consumers are told by their broker and continue from there; `pushed` says which were."""
     ts = parse_time(to_time)
     out_rows(run(namesrv, lambda a: a.reset_offset_by_time(group, topic, ts)), json_out,
-             ["topic", "broker", "queue_id", "offset"])
+             ["topic", "broker", "queue_id", "offset", "pushed"])
 
 
 @producer_app.command("connections")

@@ -169,11 +169,35 @@ class Admin(ClientBase):
                                        "connections")
         return rows
 
-    async def reset_offset_by_time(self, group: str, topic: str, timestamp: int) -> list[dict]:
-        """Each queue's committed offset set to the first message stored at or after `timestamp`.
+    async def reset_offset_by_time(self, group: str, topic: str, timestamp: int, force: bool = True) -> list[dict]:
+        """Each queue's offset moved to the first message stored at or after `timestamp`, as mqadmin's
+        resetOffsetByTime does: INVOKE_BROKER_TO_RESET_OFFSET on each master, which commits the offsets
+        and pushes them to the group's online consumers; for a group with no online consumer
+        (CONSUMER_NOT_ONLINE) or a broker without the request, the offsets are committed directly."""
+        route = await self.route(topic, refresh=True)
+        rows, fallback = [], False
+        for name in sorted(route.brokers):
+            addr = route.master(name)
+            if addr is None:
+                continue
+            resp = await self.invoke(addr, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
+                "topic": topic, "group": group, "timestamp": timestamp, "isForce": force}))
+            if resp.code in (ResponseCode.CONSUMER_NOT_ONLINE, ResponseCode.REQUEST_CODE_NOT_SUPPORTED):
+                fallback = True
+                continue
+            check(resp, f"reset offsets of {group} on {name}")
+            table = jsonbody.loads(resp.body).get("offsetTable", {}) if resp.body else {}
+            for key, off in table.items():
+                q = key.as_dict() if isinstance(key, jsonbody.ObjectKey) else {}
+                rows.append({"topic": q.get("topic", topic), "broker": q.get("brokerName", name),
+                             "queue_id": int(q.get("queueId", -1)), "offset": int(off), "pushed": True})
+        if fallback:
+            rows += [dict(r, pushed=False) for r in await self._commit_offsets_by_time(group, topic, timestamp)
+                     if not any(x["broker"] == r["broker"] for x in rows)]
+        return sorted(rows, key=lambda r: (r["broker"], r["queue_id"]))
 
-        Done with SEARCH_OFFSET_BY_TIMESTAMP and UPDATE_CONSUMER_OFFSET, so the group's consumers
-        should be stopped: a running consumer would commit its own position over it."""
+    async def _commit_offsets_by_time(self, group: str, topic: str, timestamp: int) -> list[dict]:
+        """The old way (no online consumer): SEARCH_OFFSET_BY_TIMESTAMP, then UPDATE_CONSUMER_OFFSET."""
         from mqtool.client.consumer import Consumer
         c = Consumer(";".join(self.namesrv_addrs), group)
         rows = []

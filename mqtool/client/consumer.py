@@ -153,14 +153,27 @@ class GroupConsumer(Consumer):
             self.subs[RETRY_PREFIX + group] = "*"
         self.state = GroupState()
         self.start_at = None        # async (queue) -> offset: where to start instead of the committed offset
+        self.started_ms = int(time.time() * 1000)
+        self.last_consume_ms: dict[MessageQueue, int] = {}
+        self.failed = 0
+        self.reset_count = 0        # RESET_CONSUMER_CLIENT_OFFSET pushes applied
         self.interrupted: set[MessageQueue] = set()
         self.missing_topics: set[str] = set()
         self._rebalance = asyncio.Event()
 
     async def on_request(self, conn, cmd):
+        from mqtool.client import clientcalls
         if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             self._rebalance.set()
             return None
+        if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            clientcalls.reset_offsets(self, cmd)
+            await self.commit_all()
+            return None
+        handler = clientcalls.HANDLERS.get(cmd.code)
+        if handler is not None:
+            resp = handler(self, cmd)
+            return await resp if asyncio.iscoroutine(resp) else resp
         return await super().on_request(conn, cmd)
 
     async def _routes(self) -> dict[str, object]:
@@ -271,7 +284,10 @@ class GroupConsumer(Consumer):
                     continue
                 at_end = at_end and res.next_offset >= res.max_offset
                 for rec in res.messages:
+                    if mq in self.interrupted:
+                        break      # reset while this batch was on its way: it is from the old position
                     got_any = True
+                    self.last_consume_ms[mq] = int(time.time() * 1000)
                     yield mq, restore_retry_topic(rec)
                     if mq in self.interrupted or mq not in self.state.assigned:
                         break      # the caller holds this queue (a message to retry) or lost it
@@ -348,10 +364,12 @@ class PushConsumer(GroupConsumer):
 
     async def run(self, listener, stop: asyncio.Event, poll_ms: int = 500) -> None:
         """listener(record) -> bool (True: consumed). Runs until `stop` is set."""
+        self.listener = listener
         gen = self.messages(poll_ms, stop)
         last_lock = 0.0
         try:
             async for mq, rec in gen:
+                resets = self.reset_count
                 if self.orderly and not self.broadcast:
                     if time.monotonic() - last_lock > LOCK_RENEW_S or mq not in self.locked:
                         await self.lock_queues()
@@ -362,6 +380,10 @@ class PushConsumer(GroupConsumer):
                 ok = listener(rec)
                 if asyncio.iscoroutine(ok):
                     ok = await ok
+                if not ok:
+                    self.failed += 1
+                if resets != self.reset_count:
+                    continue       # the broker moved this consumer while the listener ran
                 if ok:
                     self.state.assigned[mq] = rec.queue_offset + 1
                 elif self.orderly:

@@ -98,7 +98,7 @@ def test_group_config_kv_perm_and_print_commands(cluster):
     assert [p["body"] for p in printed] == ["p1", "p2"] and printed[0]["msg_id"] == sent[1]["msg_id"]
     reset = json_lines(run_cli("group", "reset-offset", "-n", ns, "-g", "ADMIN_G", "-t", "PrintTopic",
                                "--to-time", "0", "--json", check=True).stdout)
-    assert reset == [{"topic": "PrintTopic", "broker": "broker-a", "queue_id": 0, "offset": 0}]
+    assert reset == [{"topic": "PrintTopic", "broker": "broker-a", "queue_id": 0, "offset": 0, "pushed": False}]
     progress = json_lines(run_cli("group", "progress", "-n", ns, "-g", "ADMIN_G", "-t", "PrintTopic", "--json",
                                   check=True).stdout)
     assert progress[0]["lag"] == 4

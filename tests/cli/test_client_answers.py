@@ -1,0 +1,67 @@
+"""What mqtool's consumer answers when a broker asks (RESET_CONSUMER_CLIENT_OFFSET, 221, 307, 309)."""
+from __future__ import annotations
+
+import asyncio
+
+from mqtool.client.base import MessageQueue
+from mqtool.client.consumer import GroupConsumer, PushConsumer
+from remoting import jsonbody
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from store.commitlog import decode_record, encode_record, new_record
+
+MQ0, MQ1 = MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1)
+
+
+def consumer(cls=GroupConsumer, **kw):
+    c = cls("127.0.0.1:1", "G", "T", **kw)
+    c.state.assigned.update({MQ0: 10, MQ1: 20})
+    c.state.committed.update({MQ0: 10, MQ1: 20})
+    return c
+
+
+def ask(c, code, ext=None, body=b""):
+    async def go():
+        try:
+            return await c.on_request(None, RemotingCommand.request(code, ext or {}, body))
+        finally:
+            await c.remoting.close()
+    return asyncio.run(go())
+
+
+def test_reset_moves_the_held_queues_and_drops_the_batch_in_flight():
+    c = consumer()
+    c.commit_all = lambda: asyncio.sleep(0)        # no broker here: committing is the broker test's job
+    body = jsonbody.dumps({"offsetTable": {jsonbody.ObjectKey.of(MQ0.to_json()): 3,
+                                           jsonbody.ObjectKey.of({"brokerName": "broker-b", "queueId": 0,
+                                                                  "topic": "T"}): 7}})
+    assert ask(c, RequestCode.RESET_CONSUMER_CLIENT_OFFSET, {"topic": "T", "group": "G", "timestamp": 0,
+                                                             "isForce": True}, body) is None
+    assert c.state.assigned == {MQ0: 3, MQ1: 20}           # a queue it does not hold is ignored
+    assert MQ0 in c.interrupted and MQ0 not in c.state.committed and c.reset_count == 1
+
+
+def test_status_and_running_info_bodies():
+    c = consumer()
+    resp = ask(c, RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": "T", "group": "G"})
+    table = jsonbody.loads(resp.body)["messageQueueTable"]
+    assert {k.as_dict()["queueId"]: v for k, v in table.items()} == {0: 10, 1: 20}
+    resp = ask(consumer(), RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "G", "clientId": "x"})
+    info = jsonbody.loads(resp.body)
+    assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_ACTIVELY"
+    assert [s["topic"] for s in info["subscriptionSet"]] == ["T", "%RETRY%G"]
+    assert sorted(v["commitOffset"] for v in info["mqTable"].values()) == [10, 20]
+
+
+def test_consume_directly_runs_the_listener():
+    body = encode_record(new_record("T", b"hello"))
+    push = consumer(PushConsumer)
+    push.listener = lambda rec: rec.body == b"hello"
+    resp = ask(push, RequestCode.CONSUME_MESSAGE_DIRECTLY, {"consumerGroup": "G", "clientId": "x", "msgId": "m"}, body)
+    assert resp.code == ResponseCode.SUCCESS and jsonbody.loads(resp.body)["consumeResult"] == "CR_SUCCESS"
+    push = consumer(PushConsumer)
+    push.listener = lambda rec: 1 / 0
+    result = jsonbody.loads(ask(push, RequestCode.CONSUME_MESSAGE_DIRECTLY, {}, body).body)
+    assert result["consumeResult"] == "CR_THROW_EXCEPTION" and "ZeroDivisionError" in result["remark"]
+    assert ask(consumer(), RequestCode.CONSUME_MESSAGE_DIRECTLY, {}, body).code == ResponseCode.SYSTEM_ERROR
+    assert decode_record(body).body == b"hello"
