@@ -108,14 +108,24 @@ def topic_status(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: 
 
 @cluster_app.command("list")
 def cluster_list(namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
-    """Clusters, brokers and their addresses."""
-    info = run(namesrv, lambda a: a.cluster_info())
-    rows = []
-    for cluster, names in sorted(info.get("clusterAddrTable", {}).items()):
-        for name in names:
-            for bid, addr in sorted(info["brokerAddrTable"].get(name, {}).get("brokerAddrs", {}).items()):
-                rows.append({"cluster": cluster, "broker": name, "broker_id": int(bid), "address": addr})
-    out_rows(rows, json_out, ["cluster", "broker", "broker_id", "address"])
+    """Clusters and their brokers with version, throughput, page-cache wait, hours of messages and disk
+    use (mqadmin clusterList's columns, from each broker's runtime info)."""
+    rows = run(namesrv, lambda a: a.cluster_rows())
+    if json_out:
+        for r in rows:
+            emit_json(r)
+        return
+    t = table("cluster", "broker", "BID", "address", "version", "InTPS(LOAD)", "OutTPS(LOAD)", "PCWait(ms)", "Hour",
+              "SPACE")
+    for r in rows:
+        if not r["reachable"]:
+            t.add_row(r["cluster"], r["broker"], str(r["broker_id"]), r["address"], "unreachable", "", "", "", "", "")
+            continue
+        t.add_row(r["cluster"], r["broker"], str(r["broker_id"]), r["address"], r["version"],
+                  f"{r['in_tps']:.2f}({r['send_queue']},{r['send_wait_ms']}ms)",
+                  f"{r['out_tps']:.2f}({r['pull_queue']},{r['pull_wait_ms']}ms)", str(r["page_cache_wait_ms"]),
+                  f"{r['hours']:.2f}", f"{r['space']:.4f}")
+    console.print(t)
 
 
 @broker_admin_app.command("status")
@@ -165,6 +175,10 @@ def message_query(namesrv: NamesrvOpt = "127.0.0.1:9876",
     rows = [{"broker": b, "topic": r.topic, "queue_id": r.queue_id, "queue_offset": r.queue_offset,
              "msg_id": r.uniq_key or r.msg_id, "keys": " ".join(r.keys), "tags": r.tags or "",
              "store_time": fmt_time(r.store_timestamp), "body": r.body.decode("utf-8", "replace")} for b, r in found]
+    if not rows:                        # like grep: nothing found is said, and exits 1
+        what = f"unique key {unique_key}" if unique_key else f"key {key}"
+        err_console.print(f"mqtool: no message found for {what} in topic {topic}", markup=False)
+        raise typer.Exit(1)
     out_rows(rows, json_out, ["broker", "topic", "queue_id", "queue_offset", "msg_id", "keys", "tags", "store_time"])
     if capped:
         err_console.print(f"mqtool: note: a broker returned its cap of {QUERY_CAP} messages; narrow the query with "

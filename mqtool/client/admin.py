@@ -6,7 +6,7 @@ from mqtool.client.consumer import decode_records
 from remoting import jsonbody
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.errors import RemotingCommandError
+from remoting.errors import RemotingCommandError, RemotingError
 from store.msgid import decode_offset_msg_id
 
 QUERY_CAP = 64
@@ -17,6 +17,37 @@ class Admin(ClientBase):
         resp = check(await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)),
                      "cluster info")
         return jsonbody.loads(resp.body)
+
+    async def cluster_rows(self) -> list[dict]:
+        """One row per broker address, with the figures mqadmin clusterList shows from its runtime info."""
+        import time
+        info = await self.cluster_info()
+        rows = []
+        for cluster, names in sorted(info.get("clusterAddrTable", {}).items()):
+            for name in sorted(names):
+                addrs = info.get("brokerAddrTable", {}).get(name, {}).get("brokerAddrs", {})
+                for bid, addr in sorted(addrs.items(), key=lambda kv: int(kv[0])):
+                    row = {"cluster": cluster, "broker": name, "broker_id": int(bid), "address": addr}
+                    try:
+                        kv = await self.broker_runtime(addr)
+                    except (RemotingError, RemotingCommandError) as exc:
+                        rows.append(dict(row, reachable=False, error=str(exc)))
+                        continue
+                    earliest = _num(kv.get("earliestMessageTimeStamp"), int)
+                    rows.append(dict(
+                        row, reachable=True, version=kv.get("brokerVersionDesc", ""),
+                        in_tps=_num((kv.get("putTps") or "0").split(" ")[0], float),
+                        out_tps=_num((kv.get("getTransferedTps") or "0").split(" ")[0], float),
+                        send_queue=kv.get("sendThreadPoolQueueSize", ""),
+                        send_wait_ms=kv.get("sendThreadPoolQueueHeadWaitTimeMills", ""),
+                        pull_queue=kv.get("pullThreadPoolQueueSize", ""),
+                        pull_wait_ms=kv.get("pullThreadPoolQueueHeadWaitTimeMills", ""),
+                        page_cache_wait_ms=kv.get("pageCacheLockTimeMills", ""),
+                        hours=(time.time() * 1000 - earliest) / 3_600_000 if earliest > 0 else 0.0,
+                        space=_num(kv.get("commitLogDiskRatio"), float),
+                        put_today=_num(kv.get("msgPutTotalTodayNow"), int) - _num(kv.get("msgPutTotalTodayMorning"), int),
+                        get_today=_num(kv.get("msgGetTotalTodayNow"), int) - _num(kv.get("msgGetTotalTodayMorning"), int)))
+        return rows
 
     async def masters(self, cluster: str | None = None, broker: str | None = None) -> dict[str, str]:
         """brokerName -> master address, for one cluster or broker (or all)."""
@@ -239,3 +270,11 @@ class Admin(ClientBase):
         if action == "list":
             return jsonbody.loads(resp.body).get("table", {})
         return {}
+
+
+def _num(text, kind):
+    """A runtime-info value as a number; mqadmin reads unparsable values as 0, so do we."""
+    try:
+        return kind(text)
+    except (TypeError, ValueError):
+        return kind(0)

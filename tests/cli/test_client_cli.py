@@ -62,8 +62,13 @@ def test_admin_commands(cluster):
     found = json_lines(run_cli("message", "query", "-n", ns, "-t", "AdminTopic", "-k", "find-me", "--json",
                                check=True).stdout)
     assert [f["msg_id"] for f in found] == [sent["msg_id"]]
+    missing = run_cli("message", "query", "-n", ns, "-t", "AdminTopic", "-k", "no-such-key")
+    assert missing.returncode == 1 and "no message found for key no-such-key" in missing.stderr
     clusters = json_lines(run_cli("cluster", "list", "-n", ns, "--json", check=True).stdout)
-    assert clusters[0]["address"] == cluster["broker"]
+    assert clusters[0]["address"] == cluster["broker"] and clusters[0]["reachable"]
+    assert clusters[0]["version"] and clusters[0]["hours"] > 0 and isinstance(clusters[0]["in_tps"], float)
+    table = run_cli("cluster", "list", "-n", ns, check=True).stdout
+    assert "InTPS" in table and "SPACE" in table
     runtime = json_lines(run_cli("broker", "status", "-n", ns, "-b", cluster["broker"], "--json", check=True).stdout)[0]
     assert int(runtime["commitLogMaxOffset"]) > 0
     alias = run_cli("topicList", "-n", ns, "--json", check=True)     # mqadmin's name still works
