@@ -372,7 +372,10 @@ class MessageStore:
             return b"" if offset >= self.commitlog.max_offset else None
         pos = offset - f.start
         n = min(f.write_pos - pos, max_bytes)
-        return f.mm[pos:pos + n] if n > 0 else b""
+        try:
+            return f.mm[pos:pos + n] if n > 0 else b""
+        except ValueError:          # the file was deleted by retention meanwhile (its map is closed)
+            return None
 
     def _reput_loop(self) -> None:
         while not self._stop.is_set():
