@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .codes import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, INT32_MAX
-from .indexfile import IndexFile, IndexHeader, encode_entry, index_file_size
+from .indexfile import _ENTRY, _HEADER, IndexFile, IndexHeader, index_file_size
 from .javahash import index_key_hash
 from .layout import is_index_file_name
 from .mappedfile import MappedFile
@@ -47,15 +47,16 @@ class IndexFileWriter:
         diff = 0 if h.begin_timestamp <= 0 else (store_ts - h.begin_timestamp) // 1000
         diff = 0 if diff < 0 else min(diff, INT32_MAX)
         n = h.index_count
-        self.mf.write_at(self.entries_at + n * INDEX_ENTRY_SIZE, encode_entry(key_hash, phy_offset, diff, slot_value))
-        self.mf.write_at(slot_pos, _SLOT.pack(n))
+        _ENTRY.pack_into(self.mf.mm, self.entries_at + n * INDEX_ENTRY_SIZE, key_hash, phy_offset, diff, slot_value)
+        _SLOT.pack_into(self.mf.mm, slot_pos, n)
         if n <= 1:
             h.begin_phy_offset, h.begin_timestamp = phy_offset, store_ts
         if slot_value == 0:
             h.hash_slot_count += 1
         h.index_count = n + 1
         h.end_phy_offset, h.end_timestamp = phy_offset, store_ts
-        self.mf.write_at(0, h.encode())
+        _HEADER.pack_into(self.mf.mm, 0, h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
+                          h.hash_slot_count, h.index_count)
         return True
 
     def flush(self) -> None:

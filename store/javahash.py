@@ -1,4 +1,5 @@
 """Java's String.hashCode, which RocketMQ uses for tags codes and index keys."""
+from operator import mul
 
 
 def java_string_hash(s: str) -> int:
@@ -10,10 +11,20 @@ def java_string_hash(s: str) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
+_POWERS: dict[int, tuple[int, ...]] = {}      # n -> (31^(n-1), ..., 31, 1) mod 2^32
+
+
+def _powers(n: int) -> tuple[int, ...]:
+    p = _POWERS.get(n)
+    if p is None:
+        p = _POWERS[n] = tuple(pow(31, n - 1 - i, 1 << 32) for i in range(n))
+    return p
+
+
 def _ascii_hash(s: str) -> int:
-    h = 0
-    for c in s.encode("ascii"):
-        h = (31 * h + c) & 0xFFFFFFFF
+    """sum(c_i * 31^(n-1-i)) mod 2^32, multiplied and summed in C (map/sum) rather than a Python loop."""
+    data = s.encode("ascii")
+    h = sum(map(mul, data, _powers(len(data)))) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
 
 

@@ -30,7 +30,7 @@ from .storeconfig import MessageStoreConfig
 
 CLEAN_INTERVAL_S = 10.0   # cleanResourceInterval
 NOT_DISPATCHED = (TransactionType.TRANSACTION_PREPARED_TYPE, TransactionType.TRANSACTION_ROLLBACK_TYPE)
-REPUT_BATCH = 512          # records a slave dispatches per hold of the put lock
+REPUT_BATCH = 128          # records a slave dispatches per hold of the put lock (and of the GIL)
 _SIZE_MAGIC = struct.Struct(">ii")
 
 
@@ -378,14 +378,23 @@ class MessageStore:
             return None
 
     def _reput_loop(self) -> None:
+        idle = False
         while not self._stop.is_set():
             with self._reput_cond:
-                if self.reput_from >= self.commitlog.max_offset or self.reput_error:
+                # Wait when caught up, and also when the last pass found only part of a record: the
+                # rest arrives with the next frame (frames are cut every haTransferBatchSize bytes).
+                if idle or self.reput_from >= self.commitlog.max_offset or self.reput_error:
                     self._reput_cond.wait(1.0)
+            before = self.reput_from
             try:
                 self._reput_some()
             except Exception as exc:  # noqa: BLE001 - a record the slave cannot dispatch stops dispatch, not the store
                 self.reput_error = f"dispatch stopped at offset {self.reput_from}: {exc}"
+            idle = self.reput_from == before
+            if not idle:
+                # Hand the GIL over between batches: the thread receiving the master's bytes would
+                # otherwise wait a whole switch interval (5 ms) for it after every socket read.
+                time.sleep(0)
 
     def _reput_some(self) -> None:
         """ReputMessageService: dispatch whole records the master's bytes completed."""

@@ -115,7 +115,7 @@ class SlaveConnection:
                     self.close(f"offset {self.next_transfer} is no longer in the master's commit log")
                     return
                 if data:
-                    self.writer.write(encode_frame_header(self.next_transfer, len(data)) + data)
+                    self.writer.writelines((encode_frame_header(self.next_transfer, len(data)), data))
                     self.next_transfer += len(data)
                     self.rate.add(len(data))
                     self.last_write_ms = now_ms()

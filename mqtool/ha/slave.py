@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from mqtool.ha.master import READ_CHUNK, Rate, now_ms
+from mqtool.ha.master import Rate, now_ms
 from store.errors import ReplicationError
 from store.ha.protocol import HA_CONNECT_RETRY_S, FrameReader, encode_report
 from store.messagestore import MessageStore
@@ -19,6 +19,7 @@ from store.storeconfig import MessageStoreConfig
 
 log = logging.getLogger("mqtool.ha")
 CONNECT_TIMEOUT_S = 3.0
+RECONNECT_S = 1.0
 
 
 class HASlave:
@@ -32,7 +33,7 @@ class HASlave:
         self.last_error = ""
         self._task: asyncio.Task | None = None
         self._changed = asyncio.Event()
-        self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
 
     def start(self) -> "HASlave":
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -53,8 +54,8 @@ class HASlave:
             log.info("HA master address is now %s (was %s)", addr, self.master_addr or "none")
             self.master_addr = addr
             self._changed.set()
-            if self._writer is not None:
-                self._writer.close()
+            if self._transport is not None:
+                self._transport.close()
 
     async def _run(self) -> None:
         while True:
@@ -68,11 +69,12 @@ class HASlave:
                 self._note(f"connection to master {addr} failed: {exc or type(exc).__name__}")
             except ReplicationError as exc:
                 self._note(f"closing the connection to master {addr}: {exc}")
+            was_connected = self.connected
             self._drop()
             if self._changed.is_set():
                 continue
-            try:
-                await asyncio.wait_for(self._changed.wait(), HA_CONNECT_RETRY_S)
+            try:      # a lost connection is re-opened soon (re-reporting the real offset); a refused one in 5 s
+                await asyncio.wait_for(self._changed.wait(), RECONNECT_S if was_connected else HA_CONNECT_RETRY_S)
             except asyncio.TimeoutError:
                 pass
 
@@ -83,49 +85,52 @@ class HASlave:
 
     def _drop(self) -> None:
         self.connected = False
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
 
     async def _follow(self, addr: str) -> None:
         host, _, port = addr.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)),
-                                                CONNECT_TIMEOUT_S)
-        self._writer, self.connected = writer, True
+        loop = asyncio.get_running_loop()
+        receiver = _Receiver(self)
+        transport, _ = await asyncio.wait_for(loop.create_connection(lambda: receiver, host.strip("[]"), int(port)),
+                                              CONNECT_TIMEOUT_S)
+        self._transport, self.connected = transport, True
         self.last_read_ms = now_ms()
         log.info("connected to master %s for replication, reporting offset %d", addr,
                  self.store.commitlog_max_offset)
         self.last_error = ""
         self._report(force=True)
-        heartbeat = asyncio.get_running_loop().create_task(self._heartbeats())
-        frames = FrameReader()
+        heartbeat = loop.create_task(self._heartbeats())
         idle_s = self.cfg.haHousekeepingInterval / 1000
         try:
             while True:
                 try:
-                    data = await asyncio.wait_for(reader.read(READ_CHUNK), idle_s)
+                    await asyncio.wait_for(asyncio.shield(receiver.closed), idle_s / 4)
                 except asyncio.TimeoutError:
-                    raise ReplicationError(f"nothing from the master for {idle_s:g} s") from None
-                if not data:
-                    raise ConnectionError("the master closed the connection")
-                self.last_read_ms = now_ms()
-                for frame in frames.feed(data):
-                    here = self.store.commitlog_max_offset
-                    if here != 0 and frame.offset != here:
-                        raise ReplicationError(f"master sent offset {frame.offset}, the slave's max offset is {here}")
-                    if frame.data:
-                        self.store.append_data(frame.offset, frame.data)
-                        self.rate.add(len(frame.data))
-                self._report()
-                if writer.transport.get_write_buffer_size():
-                    await writer.drain()
+                    if now_ms() - self.last_read_ms > self.cfg.haHousekeepingInterval:
+                        raise ReplicationError(f"nothing from the master for {idle_s:g} s") from None
+                    continue
+                receiver.closed.result()            # raises what ended the connection
+                return
         finally:
             heartbeat.cancel()
 
+    def _frames(self, frames) -> None:
+        """Frames the receiver completed: each appended at exactly the offset it names."""
+        for offset, data in frames:
+            here = self.store.commitlog_max_offset
+            if here != 0 and offset != here:
+                raise ReplicationError(f"master sent offset {offset}, the slave's max offset is {here}")
+            if data:
+                self.store.append_data(offset, data)
+                self.rate.add(len(data))
+        self._report()
+
     def _report(self, force: bool = False) -> None:
         offset = self.store.commitlog_max_offset
-        if (force or offset > self.reported) and self._writer is not None:
-            self._writer.write(encode_report(offset))
+        if (force or offset > self.reported) and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(encode_report(offset))
             self.reported = offset
             self.last_write_ms = now_ms()
 
@@ -141,3 +146,39 @@ class HASlave:
                 "maxOffset": self.store.commitlog_max_offset, "lastReadTimestamp": self.last_read_ms,
                 "lastWriteTimestamp": self.last_write_ms, "masterFlushOffset": 0, "isActivated": self.connected,
                 "dispatchBehindBytes": self.store.dispatch_behind_bytes, "lastError": self.last_error}
+
+
+class _Receiver(asyncio.BufferedProtocol):
+    """Reads the master's stream straight into the frame reader's buffer (no intermediate copies)."""
+
+    def __init__(self, slave: HASlave):
+        self.slave = slave
+        self.frames = FrameReader()
+        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.writable()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.slave.last_read_ms = now_ms()
+        try:
+            self.slave._frames(self.frames.filled(nbytes))
+        except ReplicationError as exc:
+            self._end(exc)
+
+    def eof_received(self):
+        self._end(ConnectionError("the master closed the connection"))
+        return False
+
+    def connection_lost(self, exc) -> None:
+        self._end(exc or ConnectionError("the master closed the connection"))
+
+    def _end(self, exc: BaseException) -> None:
+        if not self.closed.done():
+            self.closed.set_exception(exc)
+        if self.transport is not None:
+            self.transport.close()

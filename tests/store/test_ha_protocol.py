@@ -51,3 +51,17 @@ def test_frame_reader_reassembles_frames_split_anywhere():
 def test_frame_reader_rejects_impossible_headers(header):
     with pytest.raises(HAProtocolError):
         FrameReader(max_size=1 << 20).feed(header)
+
+
+def test_reading_in_place_with_a_small_buffer_grows_and_compacts():
+    frames = [(i * 1000, bytes([i]) * (i * 7 % 50)) for i in range(40)]
+    stream = b"".join(encode_frame_header(o, len(d)) + d for o, d in frames)
+    r = FrameReader(capacity=16)
+    got, pos = [], 0
+    while pos < len(stream):
+        room = r.writable()
+        n = min(len(room), 13, len(stream) - pos)       # short reads, as a socket gives them
+        room[:n] = stream[pos:pos + n]
+        pos += n
+        got += [(o, bytes(d)) for o, d in r.filled(n)]
+    assert got == frames and r.buffered == 0
