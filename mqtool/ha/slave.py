@@ -116,16 +116,22 @@ class HASlave:
         finally:
             heartbeat.cancel()
 
-    def _frames(self, frames) -> None:
-        """Frames the receiver completed: each appended at exactly the offset it names."""
+    def _frames(self, frames, pending: tuple[int, int] | None) -> None:
+        """Frames the receiver completed: each appended at exactly the offset it names; and the
+        header of the next one, whose offset is checked before its body arrives."""
         for offset, data in frames:
-            here = self.store.commitlog_max_offset
-            if here != 0 and offset != here:
-                raise ReplicationError(f"master sent offset {offset}, the slave's max offset is {here}")
+            self._check(offset)
             if data:
                 self.store.append_data(offset, data)
                 self.rate.add(len(data))
+        if pending is not None:
+            self._check(pending[0])
         self._report()
+
+    def _check(self, offset: int) -> None:
+        here = self.store.commitlog_max_offset
+        if here != 0 and offset != here:
+            raise ReplicationError(f"master sent offset {offset}, the slave's max offset is {here}")
 
     def _report(self, force: bool = False) -> None:
         offset = self.store.commitlog_max_offset
@@ -166,7 +172,8 @@ class _Receiver(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.slave.last_read_ms = now_ms()
         try:
-            self.slave._frames(self.frames.filled(nbytes))
+            frames = self.frames.filled(nbytes)
+            self.slave._frames(frames, self.frames.next_header())
         except ReplicationError as exc:
             self._end(exc)
 

@@ -134,6 +134,13 @@ class FrameReader:
             self._start = self._end = 0
         return out
 
+    def next_header(self) -> tuple[int, int] | None:
+        """(phyOffset, size) of the frame whose body is still arriving, once its header is complete:
+        HAClient checks the offset on the header alone, before the body comes."""
+        if self.buffered < FRAME_HEADER_SIZE:
+            return None
+        return FRAME_HEADER.unpack_from(self._buf, self._start)
+
     def feed(self, data: bytes) -> list[Frame]:
         data = memoryview(data)
         out = []
