@@ -1,3 +1,3 @@
-from mqtool.cli import main
+from mqtool.entry import main
 
 main()
