@@ -54,7 +54,7 @@ from rocketmq.client import Producer, Message
 ns, topic, threads, seconds, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 p = Producer("PID_HA_BENCH_%d" % threading.get_ident()); p.set_namesrv_addr(ns); p.start()
 body = "x" * size
-m = Message(topic); m.set_body(body); p.send_sync(m)        # route look-up before the threads race for it
+m = Message(topic); m.set_body(body); p.send_sync(m)        # warm-up: route and connection before the clock
 rts, statuses, errors = [], {}, {}
 stop = time.perf_counter() + seconds
 def run():
