@@ -37,11 +37,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from remoting import jsonbody  # noqa: E402
-from remoting.command import RemotingCommand  # noqa: E402
-from remoting.transport import RemotingClient  # noqa: E402
-from store.messagestore import Message, MessageStore  # noqa: E402
-from store.storeconfig import MessageStoreConfig  # noqa: E402
+from mqtool_remoting import jsonbody  # noqa: E402
+from mqtool_remoting.command import RemotingCommand  # noqa: E402
+from mqtool_remoting.transport import RemotingClient  # noqa: E402
+from mqtool_store.messagestore import Message, MessageStore  # noqa: E402
+from mqtool_store.storeconfig import MessageStoreConfig  # noqa: E402
 
 GET_BROKER_HA_STATUS = 907
 BATCH = 32 * 1024                      # haTransferBatchSize, and the loopback baseline's chunk

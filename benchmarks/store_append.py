@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from store.messagestore import Message, MessageStore  # noqa: E402
-from store.storeconfig import MessageStoreConfig  # noqa: E402
+from mqtool_store.messagestore import Message, MessageStore  # noqa: E402
+from mqtool_store.storeconfig import MessageStoreConfig  # noqa: E402
 
 
 def rss_anon_kib() -> int:

@@ -29,10 +29,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from store.commitlog import MessageRecordSchema, encode_blank, encode_record, new_record  # noqa: E402
-from store.consumequeue import CqUnitSchema, read_units, valid_prefix  # noqa: E402
-from store.logscan import RecordIterator, header_table, walk  # noqa: E402
-from store.mappedfiles import ReadOnlyMap, offset_to_file_name  # noqa: E402
+from mqtool_store.commitlog import MessageRecordSchema, encode_blank, encode_record, new_record  # noqa: E402
+from mqtool_store.consumequeue import CqUnitSchema, read_units, valid_prefix  # noqa: E402
+from mqtool_store.logscan import RecordIterator, header_table, walk  # noqa: E402
+from mqtool_store.mappedfiles import ReadOnlyMap, offset_to_file_name  # noqa: E402
 
 FILE_SIZE = 256 * 1024 * 1024
 

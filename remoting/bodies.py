@@ -11,8 +11,8 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
-from remoting import jsonbody
-from remoting.codes import PermName
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import PermName
 
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")

@@ -15,9 +15,9 @@ import json
 import struct
 from dataclasses import dataclass, field
 
-from remoting import jsonbody
-from remoting.codes import RPC_ONEWAY, RPC_TYPE, VERSION_V4_9_8, LanguageCode, SerializeType, named
-from remoting.errors import FrameError
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RPC_ONEWAY, RPC_TYPE, VERSION_V4_9_8, LanguageCode, SerializeType, named
+from mqtool_remoting.errors import FrameError
 
 _INT = struct.Struct(">i")
 _TWO_INTS = struct.Struct(">iI")

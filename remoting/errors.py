@@ -7,7 +7,7 @@ import contextlib
 import os
 import socket
 
-from remoting.codes import ResponseCode, code_name
+from mqtool_remoting.codes import ResponseCode, code_name
 
 
 class RemotingError(Exception):

@@ -15,7 +15,7 @@ import types
 import typing
 from typing import Annotated
 
-from remoting.errors import HeaderError
+from mqtool_remoting.errors import HeaderError
 
 Long = Annotated[int, "java.lang.Long"]
 _INT_RANGE = (-(1 << 31), (1 << 31) - 1)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import struct
 
-from remoting.codes import FRAME_MAX_LENGTH
-from remoting.command import RemotingCommand, decode_frame_body
-from remoting.errors import FrameError
+from mqtool_remoting.codes import FRAME_MAX_LENGTH
+from mqtool_remoting.command import RemotingCommand, decode_frame_body
+from mqtool_remoting.errors import FrameError
 
 _LEN = struct.Struct(">i")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from remoting.codes import PullSysFlag
-from remoting.errors import HeaderError
-from remoting.extfields import Long, from_ext_fields, to_ext_fields  # noqa: F401 - re-exported for callers
+from mqtool_remoting.codes import PullSysFlag
+from mqtool_remoting.errors import HeaderError
+from mqtool_remoting.extfields import Long, from_ext_fields, to_ext_fields  # noqa: F401 - re-exported for callers
 
 
 # ---------------------------------------------------------------- send

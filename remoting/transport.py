@@ -12,11 +12,11 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
-from remoting.codes import FRAME_MAX_LENGTH, RPC_ONEWAY, RequestCode, ResponseCode, code_name
-from remoting.command import RemotingCommand
-from remoting.errors import (FrameError, RemotingClosed, RemotingConnectError, RemotingError, RemotingTimeout,
+from mqtool_remoting.codes import FRAME_MAX_LENGTH, RPC_ONEWAY, RequestCode, ResponseCode, code_name
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import (FrameError, RemotingClosed, RemotingConnectError, RemotingError, RemotingTimeout,
                              map_os_errors)
-from remoting.framing import FrameDecoder
+from mqtool_remoting.framing import FrameDecoder
 
 log = logging.getLogger("mqtool.remoting")
 Handler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]

@@ -8,13 +8,13 @@ from mqtool import __version__
 from mqtool.broker import javaprops
 from mqtool.broker.subscriptions import SubscriptionGroupConfig
 from mqtool.broker.topics import TopicConfig, check_topic_name
-from remoting import jsonbody
-from remoting.codes import ResponseCode
-from remoting.headers import (ConsumerGroupHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import ResponseCode
+from mqtool_remoting.headers import (ConsumerGroupHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
                               GetConsumeStatsRequestHeader, ProducerGroupHeader, TopicRequestHeader,
                               from_ext_fields)
-from remoting.jsonbody import ObjectKey
-from store.codes import SCHEDULE_TOPIC
+from mqtool_remoting.jsonbody import ObjectKey
+from mqtool_store.codes import SCHEDULE_TOPIC
 
 
 def _mq(ctrl, topic: str, qid: int) -> ObjectKey:

@@ -5,14 +5,14 @@ import time
 
 from mqtool.broker.clients import (CONSUME_FROM, CONSUME_TYPES, MESSAGE_MODELS, ClientChannelInfo, Subscription,
                                    enum_name)
-from remoting import jsonbody
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.headers import (ConsumerGroupHeader, OffsetResponseHeader, QueryConsumerOffsetRequestHeader,
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.headers import (ConsumerGroupHeader, OffsetResponseHeader, QueryConsumerOffsetRequestHeader,
                               QueryMessageRequestHeader, SearchOffsetRequestHeader, TopicQueueRequestHeader,
                               UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader,
                               ViewMessageRequestHeader, from_ext_fields, to_ext_fields)
-from store.codes import RETRY_GROUP_TOPIC_PREFIX
+from mqtool_store.codes import RETRY_GROUP_TOPIC_PREFIX
 
 LOCK_MAX_LIVE_MS = 60_000
 

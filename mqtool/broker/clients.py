@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from store.javahash import tags_code
+from mqtool_store.javahash import tags_code
 
 CHANNEL_EXPIRED_MS = 120_000
 SUB_ALL = "*"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqtool.broker import javaprops
-from store.storeconfig import set_typed_fields
+from mqtool_store.storeconfig import set_typed_fields
 
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_LISTEN_PORT = 10911

@@ -16,14 +16,14 @@ from mqtool.broker.pullhold import PullHoldService
 from mqtool.broker.schedule import ScheduleService
 from mqtool.broker.subscriptions import SubscriptionGroupManager
 from mqtool.broker.topics import TopicConfigManager
-from remoting import jsonbody
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.errors import HeaderError, RemotingError
-from remoting.transport import Connection, RemotingClient, Server
-from store.codes import Prop
-from store.messagestore import MessageStore, PutResult, PutStatus
-from store.storeconfig import BROKER_ROLES, SLAVE, SYNC_MASTER, MessageStoreConfig, apply_store_properties
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import HeaderError, RemotingError
+from mqtool_remoting.transport import Connection, RemotingClient, Server
+from mqtool_store.codes import Prop
+from mqtool_store.messagestore import MessageStore, PutResult, PutStatus
+from mqtool_store.storeconfig import BROKER_ROLES, SLAVE, SYNC_MASTER, MessageStoreConfig, apply_store_properties
 
 log = logging.getLogger("mqtool.broker")
 

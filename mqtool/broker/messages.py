@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import struct
 
-from store.codes import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANSACTION_TYPE_MASK, Prop, TransactionType
-from store.messagestore import Message
-from store.properties import format_properties, parse_properties
+from mqtool_store.codes import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANSACTION_TYPE_MASK, Prop, TransactionType
+from mqtool_store.messagestore import Message
+from mqtool_store.properties import format_properties, parse_properties
 
 _BATCH_HEAD = struct.Struct(">iiiii")   # total, magic, crc, flag, body length
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from store.configfiles import dumps_fastjson, int_keys, load_config, write_config
+from mqtool_store.configfiles import dumps_fastjson, int_keys, load_config, write_config
 
 TOPIC_GROUP_SEPARATOR = "@"
 

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from mqtool.broker.clients import Subscription
-from remoting.codes import ResponseCode
-from remoting.headers import (PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND, PullMessageRequestHeader,
+from mqtool_remoting.codes import ResponseCode
+from mqtool_remoting.headers import (PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND, PullMessageRequestHeader,
                               from_ext_fields)
-from store.codes import Perm
-from store.messagestore import GetStatus
+from mqtool_store.codes import Perm
+from mqtool_store.messagestore import GetStatus
 
 MASTER_ID = 0
 STATUS_CODES = {

@@ -13,11 +13,11 @@ import time
 from mqtool.broker.background import cancel
 from mqtool.broker.subscriptions import SubscriptionGroupConfig
 from mqtool.broker.topics import DataVersion, TopicConfig
-from remoting import jsonbody
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.errors import RemotingError
-from store.configfiles import dumps_fastjson, int_keys, write_config
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import RemotingError
+from mqtool_store.configfiles import dumps_fastjson, int_keys, write_config
 
 log = logging.getLogger("mqtool.broker.slave")
 FIRST_SYNC_S = 3.0

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 from mqtool.broker.background import cancel
-from store.codes import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, Prop
-from store.configfiles import dumps_fastjson, int_keys, load_config, write_config
-from store.messagestore import Message
+from mqtool_store.codes import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, Prop
+from mqtool_store.configfiles import dumps_fastjson, int_keys, load_config, write_config
+from mqtool_store.messagestore import Message
 
 log = logging.getLogger("mqtool.broker.schedule")
 TICK_S = 0.1

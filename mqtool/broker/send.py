@@ -6,13 +6,13 @@ import random
 
 from mqtool.broker.messages import (BatchFormatError, apply_delay, decode_batch, merge_batch_properties, to_half)
 from mqtool.broker.topics import NOT_ALLOWED_SEND_TOPICS, check_topic_name
-from remoting.codes import RequestCode, ResponseCode
-from remoting.headers import (ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, from_ext_fields,
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.headers import (ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, from_ext_fields,
                               send_header_from_v2)
-from store.codes import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TRANSACTION_TYPE_MASK, Perm, Prop,
+from mqtool_store.codes import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TRANSACTION_TYPE_MASK, Perm, Prop,
                          SysFlag, TransactionType)
-from store.messagestore import Message, PutStatus
-from store.properties import format_properties, parse_properties
+from mqtool_store.messagestore import Message, PutStatus
+from mqtool_store.properties import format_properties, parse_properties
 
 PUT_CODES = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,

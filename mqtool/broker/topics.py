@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.codes import Perm
-from store.configfiles import dumps_fastjson, load_config, write_config
+from mqtool_store.codes import Perm
+from mqtool_store.configfiles import dumps_fastjson, load_config, write_config
 
 TOPIC_MAX_LENGTH = 127
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")

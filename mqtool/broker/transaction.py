@@ -6,13 +6,13 @@ import logging
 import time
 
 from mqtool.broker.background import cancel
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.headers import EndTransactionRequestHeader, from_ext_fields
-from store.codes import (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANSACTION_TYPE_MASK, Prop,
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.headers import EndTransactionRequestHeader, from_ext_fields
+from mqtool_store.codes import (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANSACTION_TYPE_MASK, Prop,
                          TransactionType)
-from store.commitlog import encode_record
-from store.messagestore import Message
+from mqtool_store.commitlog import encode_record
+from mqtool_store.messagestore import Message
 
 log = logging.getLogger("mqtool.broker.tx")
 TRANS_GROUP = "CID_RMQ_SYS_TRANS"
@@ -85,7 +85,7 @@ class TransactionChecker:
             res = store.get(TRANS_OP_HALF_TOPIC, 0, offset, 32)
             if not res.messages:
                 return done
-            from store.commitlog import decode_record
+            from mqtool_store.commitlog import decode_record
             for data in res.messages:
                 try:
                     done.add(int(decode_record(data).body))
@@ -106,7 +106,7 @@ class TransactionChecker:
             if not res.messages:
                 offset = res.next_begin_offset if res.next_begin_offset > offset else offset + 1
                 continue
-            from store.commitlog import decode_record
+            from mqtool_store.commitlog import decode_record
             half = decode_record(res.messages[0])
             if half.queue_offset in done:
                 offset += 1
@@ -122,7 +122,7 @@ class TransactionChecker:
                 continue
             props = dict(half.properties)
             props[Prop.TRANSACTION_CHECK_TIMES] = str(times + 1)
-            from store.properties import format_properties
+            from mqtool_store.properties import format_properties
             copy = Message(TRANS_HALF_TOPIC, 0, half.body, props, format_properties(props), half.flag, half.sys_flag,
                            half.born_timestamp, (half.born_ip, half.born_port), half.reconsume_times)
             put = await ctrl.put(copy)

@@ -6,7 +6,7 @@ import sys
 
 from rich.console import Console
 
-from store.errors import NotFoundError, StoreError, StoreLockedError, WrongKindError
+from mqtool_store.errors import NotFoundError, StoreError, StoreLockedError, WrongKindError
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -37,7 +37,7 @@ register(UsageError, EXIT_USAGE)
 
 # Errors of modules the CLI may never load (loading them costs start-up time): looked up only when
 # their module is already imported, which it is whenever one of them was raised.
-_LAZY_EXIT_CODES = [("remoting.errors", "RemotingError", EXIT_PROBLEMS)]
+_LAZY_EXIT_CODES = [("mqtool_remoting.errors", "RemotingError", EXIT_PROBLEMS)]
 
 
 def register_lazy(module: str, name: str, code: int) -> None:

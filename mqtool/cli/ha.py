@@ -64,7 +64,7 @@ def _online(namesrv: str, cluster: str | None, broker: str | None) -> list[dict]
 
 
 def _offline(stores: list[Path], json_out: bool) -> None:
-    from store.storediff import compare_commitlogs
+    from mqtool_store.storediff import compare_commitlogs
     if len(stores) != 2:
         raise UsageError("--store takes exactly two store roots: --store MASTER_ROOT --store SLAVE_ROOT")
     for s in stores:

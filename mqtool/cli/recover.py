@@ -24,12 +24,12 @@ def recover(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Plan (or with --apply, run) crash recovery on a stopped broker's store."""
-    from store.errors import StoreLockedError
-    from store.layout import is_store_root
-    from store.lockfile import is_locked
-    from store.messagestore import MessageStore
-    from store.recovery import compute_plan
-    from store.storeconfig import MessageStoreConfig, apply_store_properties
+    from mqtool_store.errors import StoreLockedError
+    from mqtool_store.layout import is_store_root
+    from mqtool_store.lockfile import is_locked
+    from mqtool_store.messagestore import MessageStore
+    from mqtool_store.recovery import compute_plan
+    from mqtool_store.storeconfig import MessageStoreConfig, apply_store_properties
     if not root.exists():
         raise UsageError(f"{root}: no such directory")
     if not is_store_root(root):
@@ -63,14 +63,14 @@ def recover(
 
 
 def _commitlog_size(root: Path) -> int:
-    from store.mappedfiles import guess_mapped_size, list_mapped_files
+    from mqtool_store.mappedfiles import guess_mapped_size, list_mapped_files
     d = root / "commitlog"
     return guess_mapped_size(list_mapped_files(d)) if d.is_dir() else 1024 * 1024 * 1024
 
 
 def _cq_size(root: Path) -> int:
     """The size the broker's consume queue files have (6,000,000 by default)."""
-    from store.mappedfiles import guess_mapped_size, list_mapped_files
+    from mqtool_store.mappedfiles import guess_mapped_size, list_mapped_files
     sizes = []
     d = root / "consumequeue"
     for qdir in (p for t in d.iterdir() if t.is_dir() for p in t.iterdir() if p.is_dir()) if d.is_dir() else []:
@@ -81,7 +81,7 @@ def _cq_size(root: Path) -> int:
 
 
 def _index_slots(root: Path):
-    from store.indexfile import infer_geometry
+    from mqtool_store.indexfile import infer_geometry
     d = root / "index"
     files = sorted(d.iterdir()) if d.is_dir() else []
     return infer_geometry(files[0].stat().st_size) if files else None

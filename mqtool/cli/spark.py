@@ -164,9 +164,9 @@ def rebuild_index(
     from mqtool.spark.rebuild import check_in_place, check_output, run_rebuild
     from mqtool.spark.session import require_pyspark
     from mqtool.spark.source import list_commitlog
-    from store.delaylevels import parse_delay_levels
-    from store.errors import StoreError
-    from store.storeconfig import MessageStoreConfig, apply_store_properties
+    from mqtool_store.delaylevels import parse_delay_levels
+    from mqtool_store.errors import StoreError
+    from mqtool_store.storeconfig import MessageStoreConfig, apply_store_properties
     if in_place and not yes:
         raise UsageError("--in-place rewrites the store's consume queues and index: add --yes (broker stopped)")
     if in_place and out:

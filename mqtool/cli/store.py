@@ -25,8 +25,8 @@ BodyMaxOpt = Annotated[Optional[int], typer.Option(
 
 
 def _root(path: Path) -> Path:
-    from store.layout import is_store_root
-    from store.errors import WrongKindError
+    from mqtool_store.layout import is_store_root
+    from mqtool_store.errors import WrongKindError
     if not path.exists():
         raise UsageError(f"{path}: no such directory")
     if not is_store_root(path):
@@ -44,7 +44,7 @@ def _progress(total: int, what: str):
 
 
 def _commitlog_bytes(root: Path) -> int:
-    from store.layout import StorePaths
+    from mqtool_store.layout import StorePaths
     d = StorePaths.of(root).commitlog
     return sum(p.stat().st_size for p in d.iterdir() if p.is_file()) if d.is_dir() else 0
 
@@ -69,8 +69,8 @@ def dump(
     json_out: JsonOpt = False,
 ) -> None:
     """Decode any store file or directory: records, queue units, index entries, checkpoint, config."""
-    from store.dump import Filters, dump_path
-    from store.layout import Kind, detect_kind
+    from mqtool_store.dump import Filters, dump_path
+    from mqtool_store.layout import Kind, detect_kind
     check_choice(body, BODY_MODES, "--body")
     if kind is not None:
         try:
@@ -188,7 +188,7 @@ _RENDERERS = {"message": _render_messages, "cq_unit": _render_units, "index_entr
 @app.command()
 def stats(root: RootArg, json_out: JsonOpt = False) -> None:
     """Per topic and queue: messages, bytes, offsets, times; files, checkpoint and configs."""
-    from store.stats import store_stats
+    from mqtool_store.stats import store_stats
     _root(root)
     bar, advance = _progress(_commitlog_bytes(root), "scanning commitlog")
     with bar:
@@ -255,7 +255,7 @@ def verify(root: RootArg, json_out: JsonOpt = False,
            delay_level: Annotated[Optional[str], typer.Option(
                "--message-delay-level", help="The broker's messageDelayLevel, if not the default.")] = None) -> None:
     """Check records, consume queues, index and checkpoint against each other. Exit 1 on problems."""
-    from store.verify import verify_store
+    from mqtool_store.verify import verify_store
     _root(root)
     bar, advance = _progress(_commitlog_bytes(root), "verifying commitlog")
     with bar:
@@ -291,8 +291,8 @@ def query(
     json_out: JsonOpt = False,
 ) -> None:
     """Find messages by key (through the index files), by offset msgId, or by commitlog offset."""
-    from store.dump import record_row
-    from store.query import query_by_key, query_by_msg_id, query_by_offset
+    from mqtool_store.dump import record_row
+    from mqtool_store.query import query_by_key, query_by_msg_id, query_by_offset
     _root(root)
     check_choice(body, BODY_MODES, "--body")
     chosen = [x for x in (key, msg_id, offset) if x is not None]

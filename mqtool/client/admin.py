@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from mqtool.client.base import ClientBase, check
 from mqtool.client.consumer import decode_records
-from remoting import jsonbody
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.errors import RemotingCommandError, RemotingError
-from store.msgid import decode_offset_msg_id
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import RemotingCommandError, RemotingError
+from mqtool_store.msgid import decode_offset_msg_id
 
 QUERY_CAP = 64
 

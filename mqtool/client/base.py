@@ -7,11 +7,11 @@ import socket
 import time
 from dataclasses import dataclass
 
-from remoting import jsonbody
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.errors import RemotingCommandError, RemotingError
-from remoting.transport import RemotingClient
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import RemotingCommandError, RemotingError
+from mqtool_remoting.transport import RemotingClient
 
 ROUTE_TTL_S = 30.0
 DEFAULT_TIMEOUT_S = 3.0

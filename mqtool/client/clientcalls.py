@@ -11,9 +11,9 @@ import asyncio
 import time
 
 from mqtool import __version__
-from remoting import jsonbody
-from remoting.codes import RequestCode, ResponseCode
-from store.commitlog import decode_record
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_store.commitlog import decode_record
 
 CONSUME_RESULTS = {True: "CR_SUCCESS", False: "CR_LATER"}
 

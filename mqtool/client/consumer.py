@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 from mqtool.broker.clients import Subscription
 from mqtool.client.base import ClientBase, MessageQueue, check
-from remoting import jsonbody
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.errors import RemotingCommandError, RemotingConnectError, RemotingError
-from store.commitlog import MessageRecord, decode_record
-from store.compression import decompress
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import RemotingCommandError, RemotingConnectError, RemotingError
+from mqtool_store.commitlog import MessageRecord, decode_record
+from mqtool_store.compression import decompress
 
 PULL_SUSPEND_MS = 15000
 REBALANCE_S = 20.0

@@ -11,10 +11,10 @@ import time
 
 from mqtool.client.admin import Admin
 from mqtool.client.consumer import decode_records
-from remoting import jsonbody
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.errors import RemotingCommandError, RemotingError
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import RemotingCommandError, RemotingError
 
 DEFAULT_FALLBEHIND_MAX = 256 * 1024 * 1024
 DEFAULT_HOUSEKEEPING_MS = 20_000

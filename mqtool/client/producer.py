@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 
 from mqtool.broker.messages import encode_batch
 from mqtool.client.base import ClientBase, MessageQueue, TopicRoute
-from remoting import jsonbody
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.errors import RemotingCommandError, RemotingError
-from remoting.headers import SendMessageRequestHeader, send_header_to_v2
-from store.properties import format_properties
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import RemotingCommandError, RemotingError
+from mqtool_remoting.headers import SendMessageRequestHeader, send_header_to_v2
+from mqtool_store.properties import format_properties
 
 COMPRESS_OVER = 4096
 DEFAULT_TOPIC = "TBW102"
@@ -209,7 +209,7 @@ class TransactionProducer(Producer):
 
     async def _end(self, addr: str, offset_msg_id: str, queue_offset: int, uniq: str, state: int,
                    from_check: bool) -> None:
-        from store.msgid import decode_offset_msg_id
+        from mqtool_store.msgid import decode_offset_msg_id
         _ip, _port, commitlog_offset = decode_offset_msg_id(offset_msg_id)
         await self.remoting.invoke_oneway(addr, RemotingCommand.request(RequestCode.END_TRANSACTION, {
             "producerGroup": self.group, "tranStateTableOffset": queue_offset, "commitLogOffset": commitlog_offset,
@@ -219,7 +219,7 @@ class TransactionProducer(Producer):
     async def on_request(self, conn, cmd):
         if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
             return await super().on_request(conn, cmd)
-        from store.commitlog import decode_record
+        from mqtool_store.commitlog import decode_record
         rec = decode_record(cmd.body)
         try:
             state = self.check_listener(rec)

@@ -14,9 +14,9 @@ import logging
 import threading
 import time
 
-from store.ha.protocol import (MASTER_IDLE_WAIT_S, HAProtocolError, ReportReader, encode_frame_header)
-from store.messagestore import MessageStore
-from store.storeconfig import MessageStoreConfig
+from mqtool_store.ha.protocol import (MASTER_IDLE_WAIT_S, HAProtocolError, ReportReader, encode_frame_header)
+from mqtool_store.messagestore import MessageStore
+from mqtool_store.storeconfig import MessageStoreConfig
 
 log = logging.getLogger("mqtool.ha")
 READ_CHUNK = 1 << 20          # ReadSocketService's 1 MiB buffer

@@ -12,10 +12,10 @@ import asyncio
 import logging
 
 from mqtool.ha.master import Rate, now_ms
-from store.errors import ReplicationError
-from store.ha.protocol import HA_CONNECT_RETRY_S, FrameReader, encode_report
-from store.messagestore import MessageStore
-from store.storeconfig import MessageStoreConfig
+from mqtool_store.errors import ReplicationError
+from mqtool_store.ha.protocol import HA_CONNECT_RETRY_S, FrameReader, encode_report
+from mqtool_store.messagestore import MessageStore
+from mqtool_store.storeconfig import MessageStoreConfig
 
 log = logging.getLogger("mqtool.ha")
 CONNECT_TIMEOUT_S = 3.0

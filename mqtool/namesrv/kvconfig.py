@@ -10,7 +10,7 @@ import logging
 import os
 from pathlib import Path
 
-from remoting import jsonbody
+from mqtool_remoting import jsonbody
 
 DEFAULT_PATH = Path.home() / "namesrv" / "kvConfig.json"
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"    # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG

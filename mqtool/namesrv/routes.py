@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from remoting.bodies import (BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfigSerializeWrapper,
+from mqtool_remoting.bodies import (BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfigSerializeWrapper,
                              TopicList, TopicRouteData)
-from remoting.codes import PermName, RequestCode, TopicSysFlag
-from remoting.jsonbody import java_order
+from mqtool_remoting.codes import PermName, RequestCode, TopicSysFlag
+from mqtool_remoting.jsonbody import java_order
 
 BROKER_CHANNEL_EXPIRED_MS = 120_000
 MASTER_ID = 0

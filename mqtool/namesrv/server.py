@@ -13,16 +13,16 @@ from typing import Callable
 
 from mqtool.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KVConfig, KVConfigError
 from mqtool.namesrv.routes import BROKER_CHANNEL_EXPIRED_MS, RouteTable
-from remoting import jsonbody
-from remoting.bodies import DataVersion, KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
-from remoting.codes import DEFAULT_NAMESRV_PORT, MQVersion, RequestCode, ResponseCode, code_name
-from remoting.command import RemotingCommand
-from remoting.errors import HeaderError
-from remoting.headers import (BrokerNameHeader, ClusterHeader, DeleteTopicFromNamesrvRequestHeader,
+from mqtool_remoting import jsonbody
+from mqtool_remoting.bodies import DataVersion, KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
+from mqtool_remoting.codes import DEFAULT_NAMESRV_PORT, MQVersion, RequestCode, ResponseCode, code_name
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import HeaderError
+from mqtool_remoting.headers import (BrokerNameHeader, ClusterHeader, DeleteTopicFromNamesrvRequestHeader,
                               GetRouteInfoRequestHeader, KVConfigRequestHeader, QueryDataVersionRequestHeader,
                               RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
                               UnRegisterBrokerRequestHeader, from_ext_fields, to_ext_fields)
-from remoting.transport import Connection, Server
+from mqtool_remoting.transport import Connection, Server
 
 log = logging.getLogger("mqtool.namesrv")
 EXPIRY_SCAN_S = 10.0          # scanNotActiveBroker period

@@ -16,12 +16,12 @@ from pathlib import Path
 from mqtool.spark.progress import describe
 from mqtool.spark.selection import Selection, topic_index
 from mqtool.spark.source import SPLIT_BYTES, FileScan, Split, local_plan, open_range, plan
-from store.codes import Prop
-from store.commitlog import decode_record, host_text
-from store.compression import decompress
-from store.errors import NotFoundError, StoreError
-from store.logscan import header_table, walk
-from store.msgid import create_offset_msg_id
+from mqtool_store.codes import Prop
+from mqtool_store.commitlog import decode_record, host_text
+from mqtool_store.compression import decompress
+from mqtool_store.errors import NotFoundError, StoreError
+from mqtool_store.logscan import header_table, walk
+from mqtool_store.msgid import create_offset_msg_id
 
 COLUMNS = [
     ("topic", "string"), ("queue_id", "int"), ("queue_offset", "bigint"), ("commitlog_offset", "bigint"),

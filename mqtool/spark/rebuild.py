@@ -18,15 +18,15 @@ from pathlib import Path
 
 from mqtool.spark.progress import describe
 from mqtool.spark.source import SPLIT_BYTES, Split, is_uri, open_range, plan
-from store.codes import DEFAULT_MESSAGE_DELAY_LEVEL, TRANSACTION_TYPE_MASK, TransactionType
-from store.commitlog import MessageRecord
-from store.cqwriter import ConsumeQueue
-from store.delaylevels import expected_tags_code, parse_delay_levels
-from store.errors import NotFoundError, StoreError, StoreLockedError, WrongKindError
-from store.indexwriter import IndexService
-from store.layout import StorePaths
-from store.lockfile import is_locked
-from store.logscan import RecordIterator
+from mqtool_store.codes import DEFAULT_MESSAGE_DELAY_LEVEL, TRANSACTION_TYPE_MASK, TransactionType
+from mqtool_store.commitlog import MessageRecord
+from mqtool_store.cqwriter import ConsumeQueue
+from mqtool_store.delaylevels import expected_tags_code, parse_delay_levels
+from mqtool_store.errors import NotFoundError, StoreError, StoreLockedError, WrongKindError
+from mqtool_store.indexwriter import IndexService
+from mqtool_store.layout import StorePaths
+from mqtool_store.lockfile import is_locked
+from mqtool_store.logscan import RecordIterator
 
 NOT_DISPATCHED = (TransactionType.TRANSACTION_PREPARED_TYPE, TransactionType.TRANSACTION_ROLLBACK_TYPE)
 

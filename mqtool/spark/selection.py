@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from store.codes import SYSTEM_TOPICS
+from mqtool_store.codes import SYSTEM_TOPICS
 
 ALL_QUEUES = -1
 INT64_MAX = 2**63 - 1

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
-from store.errors import StoreError
+from mqtool_store.errors import StoreError
 
 INSTALL_HINT = "pyspark is not installed: pip install 'mqtool[spark]'"
 JAVA_HINT = "Java is not installed (Spark needs Java 17 or newer): install a JDK or set JAVA_HOME"

@@ -17,11 +17,11 @@ import numpy as np
 
 from mqtool.spark.progress import describe
 
-from store.commitlog import MESSAGE_MAGIC, MESSAGE_MAGIC_V2, decode_record
-from store.errors import FormatError, NotFoundError, WrongKindError
-from store.layout import is_store_root
-from store.logscan import FileEnd, classify_end, header_table, last_nonzero, walk
-from store.mappedfiles import ReadOnlyMap, is_mapped_file_name, list_mapped_files
+from mqtool_store.commitlog import MESSAGE_MAGIC, MESSAGE_MAGIC_V2, decode_record
+from mqtool_store.errors import FormatError, NotFoundError, WrongKindError
+from mqtool_store.layout import is_store_root
+from mqtool_store.logscan import FileEnd, classify_end, header_table, last_nonzero, walk
+from mqtool_store.mappedfiles import ReadOnlyMap, is_mapped_file_name, list_mapped_files
 
 SPLIT_BYTES = 64 * 1024 * 1024
 HEADER_CHUNK = 1 << 18      # records per header_table call: bounds a task's memory

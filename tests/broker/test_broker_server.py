@@ -10,12 +10,12 @@ from mqtool.broker.config import BrokerConfig
 from mqtool.broker.controller import BrokerController
 from mqtool.broker.messages import encode_batch
 from mqtool.namesrv.server import NameServer
-from remoting import jsonbody
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.headers import SendMessageRequestHeader, send_header_to_v2, to_ext_fields
-from remoting.transport import RemotingClient, connect
-from store.commitlog import decode_record
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.headers import SendMessageRequestHeader, send_header_to_v2, to_ext_fields
+from mqtool_remoting.transport import RemotingClient, connect
+from mqtool_store.commitlog import decode_record
 
 
 def send_cmd(topic, body=b"hello", props="TAGS\x01TagA\x02KEYS\x01k1", queue=0, batch=False, sys_flag=0,
@@ -123,7 +123,7 @@ def test_transactions_commit_rollback_and_check_back(tmp_path):
         assert not pulled.body                                   # half messages are invisible
 
         async def end(r, how):
-            from store.msgid import decode_offset_msg_id
+            from mqtool_store.msgid import decode_offset_msg_id
             await c.invoke_oneway(addr, RemotingCommand.request(RequestCode.END_TRANSACTION, {
                 "producerGroup": "TXG", "tranStateTableOffset": r.ext_fields["queueOffset"],
                 "commitLogOffset": decode_offset_msg_id(r.ext_fields["msgId"])[2], "commitOrRollback": how,

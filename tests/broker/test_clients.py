@@ -1,6 +1,6 @@
 from mqtool.broker.clients import (ClientChannelInfo, ConsumerManager, ProducerManager, Subscription,
                                    enum_name, CONSUME_FROM)
-from store.javahash import tags_code
+from mqtool_store.javahash import tags_code
 
 
 def info(ch, cid, t=0):

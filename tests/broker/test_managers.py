@@ -4,7 +4,7 @@ import shutil
 from mqtool.broker.offsets import ConsumerOffsetManager
 from mqtool.broker.subscriptions import SubscriptionGroupManager
 from mqtool.broker.topics import TopicConfig, TopicConfigManager, check_topic_name
-from store.configfiles import loads
+from mqtool_store.configfiles import loads
 
 
 def test_topics_from_fixture_and_auto_create(basic_store, tmp_path):

@@ -5,10 +5,10 @@ import asyncio
 
 from mqtool.client.base import MessageQueue
 from mqtool.client.consumer import GroupConsumer, PushConsumer
-from remoting import jsonbody
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from store.commitlog import decode_record, encode_record, new_record
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_store.commitlog import decode_record, encode_record, new_record
 
 MQ0, MQ1 = MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1)
 

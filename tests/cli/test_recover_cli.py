@@ -42,7 +42,7 @@ def test_torn_tail_is_cut_and_saved(basic_store, store_copy):
 def test_refuses_while_locked(basic_store, store_copy):
     s = store_copy(basic_store)
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys,time; from store.lockfile import StoreLock; l=StoreLock(sys.argv[1]); l.acquire(); "
+        "import sys,time; from mqtool_store.lockfile import StoreLock; l=StoreLock(sys.argv[1]); l.acquire(); "
         "print('locked', flush=True); time.sleep(60)"), str(s)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from store.commitlog import decode_record
-from store.reader import CommitLogReader
+from mqtool_store.commitlog import decode_record
+from mqtool_store.reader import CommitLogReader
 from tests.conftest import json_lines, run_cli
 from tests.interop.conftest import HAVE_CPP, run_cpp
 from tests.servers import FAST_LEVELS, Process, free_port, free_port_pair

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.transport import connect
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.transport import connect
 from tests.servers import REPO, Process, free_port
 
 

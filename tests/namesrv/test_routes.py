@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from mqtool.namesrv.routes import RouteTable
-from remoting.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from remoting.codes import RequestCode
+from mqtool_remoting.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from mqtool_remoting.codes import RequestCode
 
 A, B, SLAVE = "127.0.0.1:10911", "127.0.0.1:10921", "127.0.0.1:10931"
 

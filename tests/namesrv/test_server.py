@@ -9,11 +9,11 @@ import pytest
 
 from mqtool.namesrv.kvconfig import KVConfigError
 from mqtool.namesrv.server import NameServer
-from remoting import jsonbody
-from remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
-from remoting.codes import MQVersion, RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.transport import connect
+from mqtool_remoting import jsonbody
+from mqtool_remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
+from mqtool_remoting.codes import MQVersion, RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.transport import connect
 
 A, A_SLAVE, B = "127.0.0.1:10911", "127.0.0.1:10921", "127.0.0.1:10931"
 # remoting.md §7.2 / §7.5 [ran]: what a 4.9.8 name server sends for one master + one slave

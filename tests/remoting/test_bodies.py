@@ -7,11 +7,11 @@ import zlib
 
 import pytest
 
-from remoting.bodies import (BrokerData, ClusterInfo, ConsumerConnection, Connection, DataVersion, HeartbeatData,
+from mqtool_remoting.bodies import (BrokerData, ClusterInfo, ConsumerConnection, Connection, DataVersion, HeartbeatData,
                              KVTable, LockBatchRequestBody, LockBatchResponseBody, MessageQueue, QueueData,
                              RegisterBrokerBody, SubscriptionData, TopicConfig, TopicConfigSerializeWrapper,
                              TopicList, TopicRouteData)
-from remoting.jsonbody import ObjectKey, dumps, java_order, java_string_hash, loads
+from mqtool_remoting.jsonbody import ObjectKey, dumps, java_order, java_string_hash, loads
 
 ROUTE_LEGACY = (b'{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"},"brokerName":"broker-a",'
                 b'"cluster":"DefaultCluster"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,'

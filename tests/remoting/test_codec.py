@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from remoting.codes import FRAME_MAX_LENGTH, LanguageCode, RequestCode, ResponseCode, SerializeType, code_name, named
-from remoting.command import RemotingCommand, decode_frame, decode_frame_body
-from remoting.errors import FrameError
-from remoting.framing import FrameDecoder
+from mqtool_remoting.codes import FRAME_MAX_LENGTH, LanguageCode, RequestCode, ResponseCode, SerializeType, code_name, named
+from mqtool_remoting.command import RemotingCommand, decode_frame, decode_frame_body
+from mqtool_remoting.errors import FrameError
+from mqtool_remoting.framing import FrameDecoder
 
 # remoting.md §2 [ran]: GET_ROUTEINFO_BY_TOPIC, opaque 1, topic T, JSON header
 JSON_FRAME = bytes.fromhex("0000007d" "00000079") + (
@@ -82,7 +82,7 @@ def test_send_response_header_matches_java_hashmap_order():
 
 
 def test_send_v2_request_matches_java():
-    from remoting.headers import SendMessageRequestHeader, send_header_to_v2
+    from mqtool_remoting.headers import SendMessageRequestHeader, send_header_to_v2
     h = SendMessageRequestHeader("PG", "TopicTest", "TBW102", 4, 1, 0, 1700000000000, 0,
                                  "TAGS\x01TagA\x02UNIQ_KEY\x01ABC", 0, False, False)
     cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, 7, 0, None, send_header_to_v2(h), b"", "JAVA", 0)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from remoting.errors import HeaderError
-from remoting.headers import (CreateTopicRequestHeader, GetRouteInfoRequestHeader, PullMessageRequestHeader,
+from mqtool_remoting.errors import HeaderError
+from mqtool_remoting.headers import (CreateTopicRequestHeader, GetRouteInfoRequestHeader, PullMessageRequestHeader,
                               RegisterBrokerRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader,
                               from_ext_fields, send_header_from_v2, send_header_to_v2, to_ext_fields)
 

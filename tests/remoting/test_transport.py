@@ -6,11 +6,11 @@ import logging
 
 import pytest
 
-from remoting.codes import FRAME_MAX_LENGTH, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.errors import FrameError, RemotingClosed, RemotingConnectError, RemotingError, RemotingTimeout
-from remoting.framing import FrameDecoder
-from remoting.transport import RemotingClient, connect, parse_addr, serve
+from mqtool_remoting.codes import FRAME_MAX_LENGTH, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import FrameError, RemotingClosed, RemotingConnectError, RemotingError, RemotingTimeout
+from mqtool_remoting.framing import FrameDecoder
+from mqtool_remoting.transport import RemotingClient, connect, parse_addr, serve
 
 BOOM, SLOW, ASK_CLIENT, RECORD, ECHO = 1, 2, 3, 4, 10
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
-from store.commitlog import encode_blank, encode_record, new_record
-from store.mappedfiles import offset_to_file_name
+from mqtool_store.commitlog import encode_blank, encode_record, new_record
+from mqtool_store.mappedfiles import offset_to_file_name
 
 DAY_MS = 86_400_000
 T0 = 1_790_000_000_000          # 2026-09-21T...Z

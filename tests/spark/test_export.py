@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 def damage_record(path, near: int) -> int:
     """Give the first record at or after `near` an impossible TOTALSIZE; returns its position."""
-    from store.logscan import walk
+    from mqtool_store.logscan import walk
     data = bytearray(path.read_bytes())
     pos = next(p for p in walk(data)[0] if p >= near)
     data[pos:pos + 4] = (5).to_bytes(4, "big")

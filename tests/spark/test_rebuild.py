@@ -6,8 +6,8 @@ import pytest
 pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'mqtool[spark]')")
 
 from mqtool.spark.rebuild import run_rebuild  # noqa: E402
-from store.query import query_by_key  # noqa: E402
-from store.verify import verify_store  # noqa: E402
+from mqtool_store.query import query_by_key  # noqa: E402
+from mqtool_store.verify import verify_store  # noqa: E402
 from tests.conftest import json_lines, run_cli  # noqa: E402
 from tests.spark.genstore import write_store  # noqa: E402
 
@@ -70,7 +70,7 @@ def test_cli_rebuild_reads_broker_conf(basic_store, tmp_path):
 
 
 def test_cli_rebuild_refuses_live_or_unclean_stores(basic_store, crashed_store, store_copy, tmp_path):
-    from store.lockfile import StoreLock
+    from mqtool_store.lockfile import StoreLock
     proc = run_cli("spark", "rebuild-index", crashed_store, "--in-place")
     assert proc.returncode == 2 and "--yes" in proc.stderr
     proc = run_cli("spark", "rebuild-index", crashed_store, "--in-place", "--yes")

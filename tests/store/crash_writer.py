@@ -1,8 +1,8 @@
 """Subprocess for the crash tests: appends numbered messages and prints an ack line after each put."""
 import sys
 
-from store.messagestore import Message, MessageStore
-from store.storeconfig import MessageStoreConfig
+from mqtool_store.messagestore import Message, MessageStore
+from mqtool_store.storeconfig import MessageStoreConfig
 
 
 def main() -> None:

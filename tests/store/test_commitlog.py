@@ -6,14 +6,14 @@ import zlib
 
 import pytest
 
-from store.codes import MagicCode, SysFlag
-from store.commitlog import (MessageRecordSchema, BlankRecordSchema, body_crc, decode_record,
+from mqtool_store.codes import MagicCode, SysFlag
+from mqtool_store.commitlog import (MessageRecordSchema, BlankRecordSchema, body_crc, decode_record,
                              encode_blank, encode_record, new_record, record_from_schema)
-from store.compression import compress, decompress
-from store.codes import CompressionType
-from store.errors import FormatError
-from store.msgid import create_offset_msg_id, decode_offset_msg_id
-from store.properties import format_properties, parse_properties
+from mqtool_store.compression import compress, decompress
+from mqtool_store.codes import CompressionType
+from mqtool_store.errors import FormatError
+from mqtool_store.msgid import create_offset_msg_id, decode_offset_msg_id
+from mqtool_store.properties import format_properties, parse_properties
 
 # store-formats.md §3.2 [ran]: MessageDecoder.encode of TopicTest/1/5 at 1024.
 SPEC_VECTOR = bytes.fromhex(

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from store.configfiles import dumps_fastjson, int_keys, load_config, loads, quote_bare_keys, write_config
-from store.errors import FormatError
+from mqtool_store.configfiles import dumps_fastjson, int_keys, load_config, loads, quote_bare_keys, write_config
+from mqtool_store.errors import FormatError
 
 
 def test_unquoted_integer_keys():

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from store.layout import StorePaths
-from store.messagestore import MessageStore
-from store.reader import CommitLogReader
-from store.storeconfig import MessageStoreConfig
-from store.verify import verify_store
+from mqtool_store.layout import StorePaths
+from mqtool_store.messagestore import MessageStore
+from mqtool_store.reader import CommitLogReader
+from mqtool_store.storeconfig import MessageStoreConfig
+from mqtool_store.verify import verify_store
 
 REPO = Path(__file__).parents[2]
 
@@ -69,7 +69,7 @@ def test_sigkill_loop(tmp_path, mode):
 
 
 def _fill(root, n=300):
-    from store.messagestore import Message
+    from mqtool_store.messagestore import Message
     with MessageStore(cfg(root)) as s:
         for i in range(n):
             s.put(Message("CrashTopic", i % 3, b"x" * (50 + i % 200), {"KEYS": f"c-{i}", "seq": str(i)}))

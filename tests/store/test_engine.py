@@ -5,12 +5,12 @@ import threading
 
 import pytest
 
-from store.consumequeue import read_units
-from store.logscan import RecordIterator
-from store.mappedfiles import ReadOnlyMap, list_mapped_files
-from store.messagestore import GetStatus, Message, MessageStore, PutStatus
-from store.storeconfig import MessageStoreConfig
-from store.verify import verify_store
+from mqtool_store.consumequeue import read_units
+from mqtool_store.logscan import RecordIterator
+from mqtool_store.mappedfiles import ReadOnlyMap, list_mapped_files
+from mqtool_store.messagestore import GetStatus, Message, MessageStore, PutStatus
+from mqtool_store.storeconfig import MessageStoreConfig
+from mqtool_store.verify import verify_store
 
 FIXTURE_SIZES = dict(mappedFileSizeCommitLog=1048576, mappedFileSizeConsumeQueue=6000, maxHashSlotNum=1000,
                      maxIndexNum=4000)
@@ -98,8 +98,8 @@ def test_new_store_rolls_files_with_blank_records(tmp_path):
 def test_second_process_is_refused(tmp_path):
     import subprocess
     import sys
-    code = ("import sys; from store.messagestore import MessageStore; from store.storeconfig import "
-            "MessageStoreConfig as C; from store.errors import StoreLockedError\n"
+    code = ("import sys; from mqtool_store.messagestore import MessageStore; from mqtool_store.storeconfig import "
+            "MessageStoreConfig as C; from mqtool_store.errors import StoreLockedError\n"
             "try:\n    MessageStore(C(storePathRootDir=sys.argv[1])).start()\n"
             "except StoreLockedError as e:\n    print(e); sys.exit(3)\n")
     with MessageStore(config(tmp_path / "s")):
@@ -143,7 +143,7 @@ def test_get_statuses_and_lookups(tmp_path):
             times.append(s.put(msg(i)).store_timestamp)
         assert s.get("T", 0, 10, 1).status is GetStatus.OFFSET_OVERFLOW_ONE
         assert s.get("T", 0, 11, 1).status is GetStatus.OFFSET_OVERFLOW_BADLY
-        from store.javahash import tags_code
+        from mqtool_store.javahash import tags_code
         only_a = s.get("T", 0, 0, 32, lambda code: code == tags_code("TagA"))
         assert len(only_a.messages) == 5
         assert s.offset_by_time("T", 0, times[5]) <= 5 and s.offset_by_time("T", 0, times[-1] + 10_000) == 10
@@ -154,7 +154,7 @@ def test_get_statuses_and_lookups(tmp_path):
 def test_retention_deletes_expired_files_and_followers(tmp_path):
     import os
     import time
-    from store.retention import delete_expired
+    from mqtool_store.retention import delete_expired
     root = tmp_path / "s"
     cfg = config(root, mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=400, fileReservedTime=1,
                  deleteWhen="04", diskMaxUsedSpaceRatio=99)

@@ -7,17 +7,17 @@ import shutil
 import numpy as np
 import pytest
 
-from store.checkpoint import CheckpointSchema, decode_checkpoint
-from store.commitlog import MessageRecordSchema, record_from_schema
-from store.compression import decompress
-from store.consumequeue import CqUnitSchema, list_queues, queue_files, read_units, valid_prefix
-from store.indexfile import IndexEntrySchema, IndexFile, IndexHeaderSchema
-from store.javahash import index_key_hash
-from store.layout import StorePaths
-from store.logscan import RecordIterator, scan_file
-from store.mappedfiles import ReadOnlyMap
-from store.query import index_files, query_by_key
-from store.reader import CommitLogReader
+from mqtool_store.checkpoint import CheckpointSchema, decode_checkpoint
+from mqtool_store.commitlog import MessageRecordSchema, record_from_schema
+from mqtool_store.compression import decompress
+from mqtool_store.consumequeue import CqUnitSchema, list_queues, queue_files, read_units, valid_prefix
+from mqtool_store.indexfile import IndexEntrySchema, IndexFile, IndexHeaderSchema
+from mqtool_store.javahash import index_key_hash
+from mqtool_store.layout import StorePaths
+from mqtool_store.logscan import RecordIterator, scan_file
+from mqtool_store.mappedfiles import ReadOnlyMap
+from mqtool_store.query import index_files, query_by_key
+from mqtool_store.reader import CommitLogReader
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from store.ha.protocol import (FRAME_HEADER_SIZE, FrameReader, HAProtocolError, ReportReader, encode_frame_header,
+from mqtool_store.ha.protocol import (FRAME_HEADER_SIZE, FrameReader, HAProtocolError, ReportReader, encode_frame_header,
                                encode_report)
 
 

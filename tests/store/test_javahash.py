@@ -1,4 +1,4 @@
-from store.javahash import java_string_hash, string_hash, tags_code
+from mqtool_store.javahash import java_string_hash, string_hash, tags_code
 
 
 def test_tags_code_vectors():

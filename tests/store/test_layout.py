@@ -1,7 +1,7 @@
 import pytest
 
-from store.errors import NotFoundError, WrongKindError
-from store.layout import Kind, detect_kind
+from mqtool_store.errors import NotFoundError, WrongKindError
+from mqtool_store.layout import Kind, detect_kind
 
 
 def test_detects_every_kind(basic_store):

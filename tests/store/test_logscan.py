@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from store.commitlog import encode_blank, encode_record, new_record
-from store.logscan import RecordIterator, scan_file
+from mqtool_store.commitlog import encode_blank, encode_record, new_record
+from mqtool_store.logscan import RecordIterator, scan_file
 
 V4, V6 = b"\x7f\0\0\x01", bytes(range(16))
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from store.errors import ReplicationError
-from store.messagestore import Message, MessageStore, PutStatus
-from store.storeconfig import MessageStoreConfig
+from mqtool_store.errors import ReplicationError
+from mqtool_store.messagestore import Message, MessageStore, PutStatus
+from mqtool_store.storeconfig import MessageStoreConfig
 
 FILE = 64 * 1024
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from store.errors import ReplicationError, StoreError, WrongKindError
-from store.mappedfiles import offset_to_file_name
-from store.reader import CommitLogReader
-from store.storediff import CHUNK, compare_commitlogs
+from mqtool_store.errors import ReplicationError, StoreError, WrongKindError
+from mqtool_store.mappedfiles import offset_to_file_name
+from mqtool_store.reader import CommitLogReader
+from mqtool_store.storediff import CHUNK, compare_commitlogs
 
 FILE = 1048576  # mappedFileSizeCommitLog of the fixture; 3 files
 
