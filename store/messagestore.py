@@ -6,6 +6,7 @@ in step), then under SYNC_FLUSH waits for the group-commit flusher to cover its 
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 import threading
 import time
@@ -651,4 +652,30 @@ class MessageStore:
 
     def topics(self) -> set[str]:
         return {t for t, _ in self.queues}
+
+    def destroy_queues(self, topic: str) -> int:
+        """Remove a topic's consume queues (cleanUnusedTopic); the commit log keeps its records."""
+        with self.put_lock:
+            gone = [(t, q) for t, q in self.queues if t == topic]
+            for key in gone:
+                self.queues.pop(key).close()
+                self.topic_queue_table.pop(key, None)
+        shutil.rmtree(self.root / "consumequeue" / topic, ignore_errors=True)
+        return len(gone)
+
+    def clean_expired_queues(self) -> int:
+        """cleanExpiredConsumerQueue: queues whose every unit points below the commit log's
+        min offset (their messages were deleted by retention) are removed."""
+        low = self.commitlog.min_offset
+        removed = 0
+        for (topic, qid), cq in list(self.queues.items()):
+            last = cq.max_offset - 1
+            units = cq.units(last, 1) if last >= cq.min_offset else []
+            if len(units) and int(units["offset"][0]) < low:
+                with self.put_lock:
+                    self.queues.pop((topic, qid)).close()
+                    self.topic_queue_table.pop((topic, qid), None)
+                shutil.rmtree(self.root / "consumequeue" / topic / str(qid), ignore_errors=True)
+                removed += 1
+        return removed
 

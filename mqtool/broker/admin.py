@@ -1,10 +1,7 @@
 """Admin requests: topics, subscription groups, stats, connections, broker config and runtime info."""
 from __future__ import annotations
 
-import os
-import time
 
-from mqtool import __version__
 from mqtool.broker import javaprops
 from mqtool.broker.subscriptions import SubscriptionGroupConfig
 from mqtool.broker.topics import TopicConfig, check_topic_name
@@ -14,7 +11,6 @@ from mqtool_remoting.headers import (ConsumerGroupHeader, CreateTopicRequestHead
                               GetConsumeStatsRequestHeader, ProducerGroupHeader, TopicRequestHeader,
                               from_ext_fields)
 from mqtool_remoting.jsonbody import ObjectKey
-from mqtool_store.codes import SCHEDULE_TOPIC
 
 
 def _mq(ctrl, topic: str, qid: int) -> ObjectKey:
@@ -137,35 +133,3 @@ async def update_broker_config(ctrl, conn, cmd):
         return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
     remark = f"unknown keys ignored: {', '.join(sorted(unknown))}" if unknown else None
     return cmd.response(ResponseCode.SUCCESS, remark)
-
-
-async def runtime_info(ctrl, conn, cmd):
-    store = ctrl.store
-    table = {
-        "brokerVersionDesc": f"mqtool {__version__} (RocketMQ V4_9_8 protocol)",
-        "brokerVersion": "409",
-        "msgPutTotalTodayNow": str(ctrl.stats["put"]), "msgGetTotalTodayNow": str(ctrl.stats["get"]),
-        "commitLogMinOffset": str(store.commitlog_min_offset),
-        "commitLogMaxOffset": str(store.commitlog_max_offset),
-        "dispatchBehindBytes": str(store.dispatch_behind_bytes),
-        "bootTimestamp": str(ctrl.boot_ms),
-        "runtime": f"[ {int((time.time() * 1000 - ctrl.boot_ms) / 1000)} s ]",
-        "pageCacheLockTimeMills": "0",
-        "earliestMessageTimeStamp": str(ctrl.earliest_message_time()),
-        "putMessageDistributeTime": "",
-        "brokerActive": "true",
-        "commitLogDirCapacity": _disk(ctrl.store.cfg.commitlog_dir),
-    }
-    for level, offset in ctrl.schedule.offsets.items():
-        table[f"scheduleMessageOffset_{level}"] = f"{offset},{store.max_offset(SCHEDULE_TOPIC, level - 1)}"
-    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps({"table": table}))
-
-
-def _disk(path) -> str:
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return "unknown"
-    total = st.f_blocks * st.f_frsize
-    free = st.f_bavail * st.f_frsize
-    return f"Total : {total / 2**30:.2f} GiB, Free : {free / 2**30:.2f} GiB."

@@ -184,6 +184,13 @@ class ProducerManager:
                 if not chans:
                     del self.groups[name]
 
+    def find_client(self, client_id: str) -> ClientChannelInfo | None:
+        for chans in self.groups.values():
+            for info in chans.values():
+                if info.client_id == client_id:
+                    return info
+        return None
+
     def any_channel(self, group: str) -> ClientChannelInfo | None:
         """A live producer of the group, for transaction check-back."""
         chans = self.groups.get(group)

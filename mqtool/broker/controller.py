@@ -7,13 +7,14 @@ import logging
 import time
 import zlib
 
-from mqtool.broker import admin, clientreq, pull, replica, send, transaction
+from mqtool.broker import admin, adminops, clientreq, pull, replica, runtime, send, transaction
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
 from mqtool.broker.config import BrokerConfig, apply_properties
 from mqtool.broker.offsets import ConsumerOffsetManager
 from mqtool.broker.pullhold import PullHoldService
 from mqtool.broker.schedule import ScheduleService
+from mqtool.broker.stats import BrokerStats
 from mqtool.broker.subscriptions import SubscriptionGroupManager
 from mqtool.broker.topics import TopicConfigManager
 from mqtool_remoting import jsonbody
@@ -59,10 +60,31 @@ HANDLERS = {
     RequestCode.GET_PRODUCER_CONNECTION_LIST: admin.producer_connections,
     RequestCode.GET_BROKER_CONFIG: admin.get_broker_config,
     RequestCode.UPDATE_BROKER_CONFIG: admin.update_broker_config,
-    RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
+    RequestCode.GET_BROKER_RUNTIME_INFO: runtime.runtime_info,
     RequestCode.GET_ALL_CONSUMER_OFFSET: replica.all_consumer_offsets,
     RequestCode.GET_ALL_DELAY_OFFSET: replica.all_delay_offsets,
     RequestCode.GET_BROKER_HA_STATUS: replica.ha_status,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: adminops.topic_consume_by_who,
+    RequestCode.QUERY_CONSUME_TIME_SPAN: adminops.consume_time_span,
+    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: adminops.system_topics,
+    RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: adminops.clean_expired_consume_queue,
+    RequestCode.CLEAN_UNUSED_TOPIC: adminops.clean_unused_topic,
+    RequestCode.TRIGGER_DELETE_FILES: adminops.delete_expired_files,
+    RequestCode.DELETE_EXPIRED_COMMITLOG: adminops.delete_expired_files,
+    RequestCode.VIEW_BROKER_STATS_DATA: adminops.view_broker_stats,
+    RequestCode.GET_BROKER_CONSUME_STATS: adminops.broker_consume_stats,
+    RequestCode.QUERY_CONSUME_QUEUE: adminops.query_consume_queue,
+    RequestCode.CLONE_GROUP_OFFSET: adminops.clone_group_offset,
+    RequestCode.GET_ALL_PRODUCER_INFO: adminops.all_producer_info,
+    RequestCode.CHECK_CLIENT_CONFIG: adminops.check_client_config,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: adminops.consumer_running_info,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: adminops.consume_message_directly,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: adminops.reset_offset,
+    RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: adminops.consumer_status,
+    RequestCode.QUERY_CORRECTION_OFFSET: adminops.query_correction_offset,
+    RequestCode.RESUME_CHECK_HALF_MESSAGE: adminops.resume_check_half_message,
+    RequestCode.SEND_REPLY_MESSAGE: send.send_reply,
+    RequestCode.SEND_REPLY_MESSAGE_V2: send.send_reply,
 }
 MASTER_ID = 0
 SLAVE_SEEKING_MASTER_S = 3.0
@@ -100,7 +122,7 @@ class BrokerController:
         self.locks: dict[str, dict] = {}
         self.server = Server(self.handle, on_close=self._channel_closed)
         self.namesrv_client = RemotingClient()
-        self.stats = {"put": 0, "get": 0}
+        self.stats = BrokerStats()
         self.boot_ms = int(time.time() * 1000)
         self.ha_master = None
         self.ha_slave = None
@@ -132,7 +154,8 @@ class BrokerController:
             self.tx_checker.start()
         self._register_soon = asyncio.Event()
         self.topics.on_change = self.schedule_register
-        self._tasks += [loop.create_task(self._register_loop()), loop.create_task(self._housekeeping())]
+        self._tasks += [loop.create_task(self._register_loop()), loop.create_task(self._housekeeping()),
+                        loop.create_task(self._sampling())]
         await self.register_all()
         log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
                  self.config.brokerName, self.config.broker_addr, self.config.namesrvAddr or "(none)")
@@ -197,6 +220,11 @@ class BrokerController:
         await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
         log.info("The broker[%s] shut down cleanly", self.config.brokerName)
 
+    async def _sampling(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.stats.sample()
+
     async def _housekeeping(self) -> None:
         while True:
             await asyncio.sleep(self.config.flushConsumerOffsetInterval / 1000)
@@ -221,8 +249,6 @@ class BrokerController:
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("bad request code %s from %s: %s", cmd.code, conn.peer, exc)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request: {exc}")
-        if cmd.code == RequestCode.PULL_MESSAGE and resp is not None and resp.code == 0:
-            self.stats["get"] += 1
         return resp
 
     async def put(self, msgs) -> PutResult:
@@ -234,8 +260,8 @@ class BrokerController:
         else:
             result = fn()
         if result.ok:
-            self.stats["put"] += len(msgs) if batch else 1
             first = msgs[0] if batch else msgs
+            self.stats.put(first.topic, len(msgs) if batch else 1, result.size)
             if self.store_config.brokerRole == SYNC_MASTER and first.properties.get(Prop.WAIT, "true") != "false":
                 await self._wait_replica(result)
         return result

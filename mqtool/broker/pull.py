@@ -71,6 +71,7 @@ async def pull_message(ctrl, conn, cmd):
     ext = {"suggestWhichBrokerId": suggest, "nextBeginOffset": result.next_begin_offset,
            "minOffset": result.min_offset, "maxOffset": result.max_offset}
     body = b"".join(result.messages) if code == ResponseCode.SUCCESS else b""
+    ctrl.stats.got(h.consumerGroup, h.topic, len(result.messages) if body else 0, len(body))
     return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.value, ext, body)
 
 

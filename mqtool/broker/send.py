@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import ipaddress
 import random
+import time
 
 from mqtool.broker.messages import (BatchFormatError, apply_delay, decode_batch, merge_batch_properties, to_half)
 from mqtool.broker.topics import NOT_ALLOWED_SEND_TOPICS, check_topic_name
 from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import RemotingError
 from mqtool_remoting.headers import (ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, from_ext_fields,
-                              send_header_from_v2)
+                                     send_header_from_v2, to_ext_fields)
 from mqtool_store.codes import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TRANSACTION_TYPE_MASK, Perm, Prop,
                          SysFlag, TransactionType)
 from mqtool_store.messagestore import Message, PutStatus
@@ -41,8 +44,30 @@ def _reply(cmd, ctrl, code, remark=None, ext=None):
     return cmd.response(code, remark, ext)
 
 
+async def send_reply(ctrl, conn, cmd):
+    """SEND_REPLY_MESSAGE(_V2) (request-reply): stored like a send, then pushed to the requesting
+    producer named by REPLY_TO_CLIENT with PUSH_REPLY_MESSAGE_TO_CLIENT."""
+    resp = await send_message(ctrl, conn, cmd)
+    if resp.code != ResponseCode.SUCCESS:
+        return resp
+    h = from_ext_fields(SendMessageRequestHeader, cmd.ext_fields) if cmd.code == RequestCode.SEND_REPLY_MESSAGE \
+        else send_header_from_v2(cmd.ext_fields)
+    to = parse_properties(h.properties or "").get("REPLY_TO_CLIENT")
+    target = ctrl.producers.find_client(to) if to else None
+    if target is None:
+        return _reply(cmd, ctrl, ResponseCode.SYSTEM_ERROR, f"the producer {to} is not online, the reply is stored")
+    push = RemotingCommand.request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, {
+        **to_ext_fields(h), "bornHost": conn.peer, "storeHost": ctrl.config.broker_addr,
+        "storeTimestamp": int(time.time() * 1000)}, cmd.body, language="JAVA")
+    try:
+        await target.channel.request(push, 3)
+    except RemotingError as exc:
+        return _reply(cmd, ctrl, ResponseCode.SYSTEM_ERROR, f"push reply message to {to} failed: {exc}")
+    return resp
+
+
 async def send_message(ctrl, conn, cmd):
-    if cmd.code == RequestCode.SEND_MESSAGE:
+    if cmd.code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_REPLY_MESSAGE):
         h = from_ext_fields(SendMessageRequestHeader, cmd.ext_fields)
     else:
         h = send_header_from_v2(cmd.ext_fields)
