@@ -72,6 +72,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_port_pair() -> int:
+    """A port whose successor is free too: the broker's HA port is listenPort + 1."""
+    for _ in range(50):
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no two consecutive free ports")
+
+
 def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -187,7 +200,7 @@ def main() -> int:
         print(json.dumps({"skipped": f"C++ client not loadable: {exc}"}))
         return 0
     tmp = Path(tempfile.mkdtemp(prefix="mqtool-bench-broker-"))
-    port, ns_port = free_port(), free_port()
+    port, ns_port = free_port_pair(), free_port()
     ns = f"127.0.0.1:{ns_port}"
     broker = subprocess.Popen([sys.executable, "-m", "mqtool", "broker", "start", "--listen", f"127.0.0.1:{port}",
                                "--store-dir", str(tmp / "store"), "--embedded-namesrv", ns], cwd=REPO,

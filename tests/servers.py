@@ -72,7 +72,7 @@ class Process:
 
 
 def start_broker(tmp: Path, ns: str, name: str = "broker-a", extra: str = "") -> tuple[Process, str]:
-    port = free_port()
+    port = free_port_pair()         # a master also listens on listenPort + 1 (HA)
     conf = tmp / f"{name}.conf"
     conf.write_text(f"brokerClusterName=DefaultCluster\nbrokerName={name}\nmessageDelayLevel={FAST_LEVELS}\n"
                     f"transactionCheckInterval=1000\ntransactionTimeOut=500\n{extra}")
