@@ -213,8 +213,9 @@ class Admin(ClientBase):
                 continue
             resp = await self.invoke(addr, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
                 "topic": topic, "group": group, "timestamp": timestamp, "isForce": force}))
-            if resp.code in (ResponseCode.CONSUMER_NOT_ONLINE, ResponseCode.REQUEST_CODE_NOT_SUPPORTED):
-                fallback = True
+            no_offsets = resp.code == ResponseCode.SYSTEM_ERROR and "not exist" in (resp.remark or "")
+            if no_offsets or resp.code in (ResponseCode.CONSUMER_NOT_ONLINE, ResponseCode.REQUEST_CODE_NOT_SUPPORTED):
+                fallback = True        # offline (or offset-less) group: mqadmin's old way, commit them
                 continue
             check(resp, f"reset offsets of {group} on {name}")
             table = jsonbody.loads(resp.body).get("offsetTable", {}) if resp.body else {}
