@@ -467,3 +467,234 @@ class LockBatchResponseBody:
     @classmethod
     def from_json(cls, obj: dict) -> "LockBatchResponseBody":
         return cls([MessageQueue.from_json(m) for m in obj.get("lockOKMQSet") or []])
+
+
+# ------------------------------------------------------------------ admin bodies (broker, issue 10)
+# MessageQueue-keyed maps are fastjson object keys (spec remoting.md §7.9); nulls are left out, as
+# fastjson does without WriteMapNullValue.
+
+def _java_date(ms: int) -> str:
+    """UtilAll.formatDate(date, "yyyy-MM-dd#HH:mm:ss:SSS") in local time."""
+    t = time.localtime(ms / 1000)
+    return time.strftime("%Y-%m-%d#%H:%M:%S", t) + f":{ms % 1000:03d}"
+
+
+@dataclass
+class GroupList:
+    """QUERY_TOPIC_CONSUME_BY_WHO: `{"groupList":["G1","G2"]}`."""
+    groupList: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"groupList": list(self.groupList)}
+
+    @classmethod
+    def from_json(cls, obj) -> "GroupList":
+        return cls([str(g) for g in (obj or {}).get("groupList") or []])
+
+
+@dataclass
+class OffsetWrapper:
+    brokerOffset: int = 0
+    consumerOffset: int = 0
+    lastTimestamp: int = 0
+
+    def to_json(self) -> dict:
+        return {"brokerOffset": self.brokerOffset, "consumerOffset": self.consumerOffset,
+                "lastTimestamp": self.lastTimestamp}
+
+
+@dataclass
+class ConsumeStats:
+    """GET_CONSUME_STATS: `{"consumeTps":1.5,"offsetTable":{{mq}:{OffsetWrapper}}}`."""
+    offsetTable: dict[MessageQueue, OffsetWrapper] = field(default_factory=dict)
+    consumeTps: float = 0.0
+
+    def total_diff(self) -> int:
+        return sum(w.brokerOffset - w.consumerOffset for w in self.offsetTable.values())
+
+    def to_json(self) -> dict:
+        return {"consumeTps": float(self.consumeTps),
+                "offsetTable": {mq.key(): w.to_json() for mq, w in self.offsetTable.items()}}
+
+
+@dataclass
+class ConsumeStatsList:
+    """GET_BROKER_CONSUME_STATS: `{"brokerAddr":…,"consumeStatsList":[{"G":[ConsumeStats…]}],"totalDiff":n}`."""
+    consumeStatsList: list[dict[str, list[ConsumeStats]]] = field(default_factory=list)
+    brokerAddr: str | None = None
+    totalDiff: int = 0
+
+    def to_json(self) -> dict:
+        out = {"brokerAddr": self.brokerAddr} if self.brokerAddr is not None else {}
+        out["consumeStatsList"] = [{g: [s.to_json() for s in stats] for g, stats in entry.items()}
+                                   for entry in self.consumeStatsList]
+        out["totalDiff"] = self.totalDiff
+        return out
+
+
+@dataclass
+class QueueTimeSpan:
+    messageQueue: MessageQueue
+    minTimeStamp: int = 0
+    maxTimeStamp: int = 0
+    consumeTimeStamp: int = 0
+    delayTime: int = 0
+
+    def to_json(self) -> dict:
+        # the *Str properties are getters fastjson writes too
+        return {"consumeTimeStamp": self.consumeTimeStamp, "consumeTimeStampStr": _java_date(self.consumeTimeStamp),
+                "delayTime": self.delayTime, "maxTimeStamp": self.maxTimeStamp,
+                "maxTimeStampStr": _java_date(self.maxTimeStamp), "messageQueue": self.messageQueue.to_json(),
+                "minTimeStamp": self.minTimeStamp, "minTimeStampStr": _java_date(self.minTimeStamp)}
+
+
+@dataclass
+class QueryConsumeTimeSpanBody:
+    """QUERY_CONSUME_TIME_SPAN: `{"consumeTimeSpanSet":[QueueTimeSpan…]}`."""
+    consumeTimeSpanSet: list[QueueTimeSpan] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"consumeTimeSpanSet": [s.to_json() for s in self.consumeTimeSpanSet]}
+
+
+@dataclass
+class BrokerStatsItem:
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"avgpt": float(self.avgpt), "sum": self.sum, "tps": float(self.tps)}
+
+
+@dataclass
+class BrokerStatsData:
+    """VIEW_BROKER_STATS_DATA: `{"statsDay":{"avgpt":…,"sum":…,"tps":…},"statsHour":{…},"statsMinute":{…}}`."""
+    statsMinute: BrokerStatsItem
+    statsHour: BrokerStatsItem
+    statsDay: BrokerStatsItem
+
+    def to_json(self) -> dict:
+        return {"statsDay": self.statsDay.to_json(), "statsHour": self.statsHour.to_json(),
+                "statsMinute": self.statsMinute.to_json()}
+
+
+@dataclass
+class ConsumeQueueData:
+    physicOffset: int
+    physicSize: int
+    tagsCode: int
+    extendDataJson: str | None = None
+    bitMap: str | None = None
+    eval: bool = False
+    msg: str | None = None
+
+    def to_json(self) -> dict:
+        out = {"bitMap": self.bitMap, "eval": self.eval, "extendDataJson": self.extendDataJson, "msg": self.msg,
+               "physicOffset": self.physicOffset, "physicSize": self.physicSize, "tagsCode": self.tagsCode}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass
+class QueryConsumeQueueResponseBody:
+    """QUERY_CONSUME_QUEUE: `{"filterData":…,"maxQueueIndex":n,"minQueueIndex":n,"queueData":[…],"subscriptionData":{…}}`."""
+    maxQueueIndex: int = 0
+    minQueueIndex: int = 0
+    queueData: list[ConsumeQueueData] | None = None
+    subscriptionData: dict | None = None
+    filterData: str | None = None
+
+    def to_json(self) -> dict:
+        out = {"filterData": self.filterData, "maxQueueIndex": self.maxQueueIndex,
+               "minQueueIndex": self.minQueueIndex,
+               "queueData": None if self.queueData is None else [u.to_json() for u in self.queueData],
+               "subscriptionData": self.subscriptionData}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass
+class ResetOffsetBody:
+    """RESET_CONSUMER_CLIENT_OFFSET / INVOKE_BROKER_TO_RESET_OFFSET: `{"offsetTable":{{mq}:offset}}`."""
+    offsetTable: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"offsetTable": {mq.key(): off for mq, off in self.offsetTable.items()}}
+
+    @classmethod
+    def from_json(cls, obj) -> "ResetOffsetBody":
+        table = (obj or {}).get("offsetTable") or {}
+        return cls({MessageQueue.from_json(k): _int(v) for k, v in table.items()})
+
+
+@dataclass
+class ResetOffsetBodyForC:
+    """The same for a CPP client: `{"offsetTable":[{"brokerName":…,"offset":n,"queueId":n,"topic":…}]}`."""
+    offsetTable: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"offsetTable": [{**mq.to_json(), "offset": off} for mq, off in self.offsetTable.items()]}
+
+
+@dataclass
+class GetConsumerStatusBody:
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS: `{"consumerTable":{clientId:{{mq}:offset}},"messageQueueTable":{}}`."""
+    consumerTable: dict[str, dict[MessageQueue, int]] = field(default_factory=dict)
+    messageQueueTable: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"consumerTable": {c: {mq.key(): off for mq, off in t.items()} for c, t in self.consumerTable.items()},
+                "messageQueueTable": {mq.key(): off for mq, off in self.messageQueueTable.items()}}
+
+    @classmethod
+    def from_json(cls, obj) -> "GetConsumerStatusBody":
+        obj = obj or {}
+
+        def table(t):
+            return {MessageQueue.from_json(k): _int(v) for k, v in (t or {}).items()}
+        return cls({str(c): table(t) for c, t in (obj.get("consumerTable") or {}).items()},
+                   table(obj.get("messageQueueTable")))
+
+
+@dataclass
+class QueryCorrectionOffsetBody:
+    """QUERY_CORRECTION_OFFSET: `{"correctionOffsets":{0:5,1:7}}` (Integer keys, bare in legacy fastjson)."""
+    correctionOffsets: dict[int, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"correctionOffsets": dict(self.correctionOffsets)}
+
+
+@dataclass
+class ProducerInfo:
+    clientId: str
+    remoteIP: str
+    language: str
+    version: int
+    lastUpdateTimestamp: int
+
+    def to_json(self) -> dict:
+        return {"clientId": self.clientId, "language": self.language, "lastUpdateTimestamp": self.lastUpdateTimestamp,
+                "remoteIP": self.remoteIP, "version": self.version}
+
+
+@dataclass
+class ProducerTableInfo:
+    """GET_ALL_PRODUCER_INFO: `{"data":{group:[ProducerInfo…]}}`."""
+    data: dict[str, list[ProducerInfo]] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"data": {g: [p.to_json() for p in ps] for g, ps in self.data.items()}}
+
+
+@dataclass
+class CheckClientRequestBody:
+    """CHECK_CLIENT_CONFIG request: `{"clientId":…,"group":…,"subscriptionData":{…}}`."""
+    clientId: str | None = None
+    group: str | None = None
+    subscriptionData: SubscriptionData | None = None
+
+    @classmethod
+    def from_json(cls, obj) -> "CheckClientRequestBody":
+        obj = obj or {}
+        sub = obj.get("subscriptionData")
+        return cls(obj.get("clientId"), obj.get("group"), SubscriptionData.from_json(sub) if sub else None)

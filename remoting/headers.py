@@ -331,6 +331,20 @@ class ResumeCheckHalfMessageRequestHeader:
     msgId: str | None = None
 
 
+@dataclass(frozen=True)
+class GetConsumerStatusRequestHeader:
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (admin -> broker) and GET_CONSUMER_STATUS_FROM_CLIENT."""
+    topic: str
+    group: str
+    clientAddr: str | None = None
+
+
+@dataclass(frozen=True)
+class QueryCorrectionOffsetHeader:
+    compareGroup: str
+    topic: str
+    filterGroups: str | None = None       # comma-separated
+
 # ---------------------------------------------------------------- name server
 
 @dataclass(frozen=True)

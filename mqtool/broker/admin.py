@@ -6,6 +6,7 @@ from mqtool.broker import javaprops
 from mqtool.broker.subscriptions import SubscriptionGroupConfig
 from mqtool.broker.topics import TopicConfig, check_topic_name
 from mqtool_remoting import jsonbody
+from mqtool_remoting.bodies import ConsumeStats
 from mqtool_remoting.codes import ResponseCode
 from mqtool_remoting.headers import (ConsumerGroupHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
                               GetConsumeStatsRequestHeader, ProducerGroupHeader, TopicRequestHeader,
@@ -84,18 +85,19 @@ async def delete_group(ctrl, conn, cmd):
 
 
 async def consume_stats(ctrl, conn, cmd):
+    """GET_CONSUME_STATS: one ConsumeStats over the group's topics (read queues), consumeTps summed."""
+    from mqtool.broker.adminops import group_consume_stats, online_subscribes_elsewhere
     h = from_ext_fields(GetConsumeStatsRequestHeader, cmd.ext_fields)
     topics = [h.topic] if h.topic else sorted(ctrl.offsets.topics_of_group(h.consumerGroup))
-    table = {}
+    total = ConsumeStats()
     for topic in topics:
         cfg = ctrl.topics.get(topic)
-        if cfg is None:
+        if cfg is None or online_subscribes_elsewhere(ctrl, h.consumerGroup, topic):
             continue
-        for q in range(cfg.readQueueNums):
-            consumer = ctrl.offsets.query(h.consumerGroup, topic, q)
-            table[_mq(ctrl, topic, q)] = {"brokerOffset": ctrl.store.max_offset(topic, q),
-                                          "consumerOffset": max(consumer, 0), "lastTimestamp": 0}
-    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps({"consumeTps": 0.0, "offsetTable": table}))
+        stats = group_consume_stats(ctrl, h.consumerGroup, topic, cfg.readQueueNums)
+        total.offsetTable.update(stats.offsetTable)
+        total.consumeTps += stats.consumeTps
+    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(total.to_json()))
 
 
 async def consumer_connections(ctrl, conn, cmd):

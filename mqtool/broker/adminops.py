@@ -1,42 +1,56 @@
 """The rest of AdminBrokerProcessor (4.9.8) that mqadmin and the dashboard use: who consumes a
-topic, consume stats of the whole broker, consume queue units, group offset cloning, clean-ups,
-stats data, producer tables, client checks, and the requests relayed to online consumers
-(reset offsets, consumer status, running info, consume a message directly)."""
+topic, consume stats of the whole broker, consume time spans, consume queue units, group offset
+cloning, clean-ups, stats data, producer tables, client config checks, correction offsets and
+half-message resumption. The requests relayed to online consumers are in clientcalls.py."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 
-from mqtool.broker.topics import NOT_ALLOWED_SEND_TOPICS
+from mqtool.broker.stats import GROUP_GET_NUMS
 from mqtool_remoting import jsonbody
-from mqtool_remoting.codes import RequestCode, ResponseCode
-from mqtool_remoting.command import RemotingCommand
-from mqtool_remoting.errors import RemotingError
-from mqtool_remoting.headers import (CloneGroupOffsetRequestHeader, ConsumeMessageDirectlyResultRequestHeader,
-                                     GetConsumeStatsInBrokerHeader, GetConsumerRunningInfoRequestHeader,
+from mqtool_remoting.bodies import (BrokerStatsData, BrokerStatsItem, CheckClientRequestBody, ConsumeQueueData,
+                                    ConsumeStats, ConsumeStatsList, GroupList, MessageQueue, OffsetWrapper,
+                                    ProducerInfo, ProducerTableInfo, QueryConsumeQueueResponseBody,
+                                    QueryConsumeTimeSpanBody, QueryCorrectionOffsetBody, QueueTimeSpan, TopicList)
+from mqtool_remoting.codes import ResponseCode
+from mqtool_remoting.headers import (CloneGroupOffsetRequestHeader, GetConsumeStatsInBrokerHeader,
                                      QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader,
-                                     ResetOffsetRequestHeader, TopicRequestHeader, ViewBrokerStatsDataRequestHeader,
-                                     from_ext_fields)
-from mqtool_remoting.jsonbody import ObjectKey
+                                     QueryCorrectionOffsetHeader, ResumeCheckHalfMessageRequestHeader,
+                                     TopicRequestHeader, ViewBrokerStatsDataRequestHeader, from_ext_fields)
 from mqtool_store.msgid import decode_offset_msg_id
 
-CLIENT_CALL_TIMEOUT_S = 5.0
+log = logging.getLogger("mqtool.broker")
+# TopicValidator.getSystemTopicSet() of 4.9.8 (GET_SYSTEM_TOPIC_LIST_FROM_BROKER answers this fixed set).
+SYSTEM_TOPICS = ("TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+                 "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT")
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+LONG_MAX = 2**63 - 1
 
 
-def _mq(ctrl, topic: str, qid: int) -> ObjectKey:
-    return ObjectKey(sorted({"brokerName": ctrl.config.brokerName, "queueId": qid, "topic": topic}.items()))
+def mq(ctrl, topic: str, qid: int) -> MessageQueue:
+    return MessageQueue(topic, ctrl.config.brokerName, qid)
 
 
-def _ok(cmd, body) -> RemotingCommand:
-    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(body))
+def ok(cmd, body) -> object:
+    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(body.to_json()))
 
 
-def _store_time_at(ctrl, topic: str, qid: int, queue_offset: int) -> int:
+def store_time_at(ctrl, topic: str, qid: int, queue_offset: int) -> int:
+    """getMessageStoreTimeStamp: the store time of one queue offset, -1 when there is none."""
     cq = ctrl.store.queues.get((topic, qid))
     if cq is None or not cq.min_offset <= queue_offset < cq.max_offset:
-        return 0
+        return -1
     units = cq.units(queue_offset, 1)
     rec = ctrl.store.read(int(units["offset"][0])) if len(units) else None
-    return rec.store_timestamp if rec else 0
+    return rec.store_timestamp if rec else -1
+
+
+def online_subscribes_elsewhere(ctrl, group: str, topic: str) -> bool:
+    """findSubscriptionData == null && findSubscriptionDataCount > 0: the online group reads other topics only."""
+    info = ctrl.consumers.get(group)
+    return info is not None and bool(info.subscriptions) and topic not in info.subscriptions
 
 
 # ---------------------------------------------------------------------- who consumes what
@@ -44,113 +58,140 @@ def _store_time_at(ctrl, topic: str, qid: int, queue_offset: int) -> int:
 async def topic_consume_by_who(ctrl, conn, cmd):
     """QUERY_TOPIC_CONSUME_BY_WHO: online groups subscribed to the topic, and groups with offsets on it."""
     h = from_ext_fields(TopicRequestHeader, cmd.ext_fields)
-    groups = {g for g, info in ctrl.consumers.groups.items() if h.topic in info.subscriptions}
+    groups = {g for g, info in list(ctrl.consumers.groups.items()) if h.topic in info.subscriptions}
     groups |= ctrl.offsets.groups_of_topic(h.topic)
-    return _ok(cmd, {"groupList": sorted(groups)})
+    return ok(cmd, GroupList(sorted(groups)))
 
 
-def _consume_stats(ctrl, group: str, topic: str) -> dict | None:
-    cfg = ctrl.topics.get(topic)
-    if cfg is None:
-        return None
-    table, diff = {}, 0
-    for q in range(cfg.writeQueueNums):
-        broker = ctrl.store.max_offset(topic, q)
+def group_consume_stats(ctrl, group: str, topic: str, queues: int) -> ConsumeStats:
+    stats = ConsumeStats()
+    for q in range(queues):
         consumer = max(ctrl.offsets.query(group, topic, q), 0)
-        last = _store_time_at(ctrl, topic, q, consumer - 1) if consumer > 0 else 0
-        table[_mq(ctrl, topic, q)] = {"brokerOffset": broker, "consumerOffset": consumer, "lastTimestamp": last}
-        diff += broker - consumer
-    return {"consumeTps": 0.0, "offsetTable": table}, diff
+        last = store_time_at(ctrl, topic, q, consumer - 1) if consumer > 0 else 0
+        stats.offsetTable[mq(ctrl, topic, q)] = OffsetWrapper(max(ctrl.store.max_offset(topic, q), 0), consumer,
+                                                              max(last, 0))
+    stats.consumeTps = ctrl.stats.minute_tps(GROUP_GET_NUMS, f"{topic}@{group}")
+    return stats
 
 
 async def broker_consume_stats(ctrl, conn, cmd):
-    """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): every group's stats per topic."""
+    """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): every subscription group, even one
+    without offsets, with the stats of each topic it has offsets on."""
     h = from_ext_fields(GetConsumeStatsInBrokerHeader, cmd.ext_fields)
-    out, total = [], 0
+    body = ConsumeStatsList(brokerAddr=ctrl.config.broker_addr)
     for group in sorted(ctrl.groups.table):
         per_topic = []
         for topic in sorted(ctrl.offsets.topics_of_group(group)):
             cfg = ctrl.topics.get(topic)
-            if cfg is None or (h.isOrder and not cfg.order):
+            if cfg is None or (h.isOrder and not cfg.order) or online_subscribes_elsewhere(ctrl, group, topic):
                 continue
-            info = ctrl.consumers.get(group)
-            if info is not None and info.subscriptions and topic not in info.subscriptions:
-                continue                      # an online group that no longer subscribes to it
-            stats = _consume_stats(ctrl, group, topic)
-            if stats is not None:
-                per_topic.append(stats[0])
-                total += stats[1]
-        if per_topic:
-            out.append({group: per_topic})
-    return _ok(cmd, {"brokerAddr": ctrl.config.broker_addr, "consumeStatsList": out, "totalDiff": total})
+            stats = group_consume_stats(ctrl, group, topic, cfg.writeQueueNums)
+            body.totalDiff += stats.total_diff()
+            per_topic.append(stats)
+        body.consumeStatsList.append({group: per_topic})
+    return ok(cmd, body)
 
 
 async def consume_time_span(ctrl, conn, cmd):
-    """QUERY_CONSUME_TIME_SPAN: per queue, the store times of its first and last message and of the group's position."""
+    """QUERY_CONSUME_TIME_SPAN: per queue the store times of the first and last message and of the
+    group's position; delayTime = now - the store time of the next message to consume."""
     h = from_ext_fields(QueryConsumeTimeSpanRequestHeader, cmd.ext_fields)
     cfg = ctrl.topics.get(h.topic)
     if cfg is None:
         return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
-    spans = []
+    body = QueryConsumeTimeSpanBody()
     for q in range(cfg.writeQueueNums):
-        lo, hi = ctrl.store.min_offset(h.topic, q), ctrl.store.max_offset(h.topic, q)
+        span = QueueTimeSpan(mq(ctrl, h.topic, q), minTimeStamp=ctrl.store.earliest_time(h.topic, q))
+        top = ctrl.store.max_offset(h.topic, q)
+        span.maxTimeStamp = store_time_at(ctrl, h.topic, q, top - 1)
         consumer = ctrl.offsets.query(h.group, h.topic, q)
-        newest = _store_time_at(ctrl, h.topic, q, hi - 1)
-        at = _store_time_at(ctrl, h.topic, q, consumer) if consumer >= 0 else 0
-        spans.append({"consumeTimeStamp": at, "delayTime": max(0, newest - at) if at else 0,
-                      "maxTimeStamp": newest, "messageQueue": _mq(ctrl, h.topic, q).as_dict(),
-                      "minTimeStamp": _store_time_at(ctrl, h.topic, q, lo)})
-    return _ok(cmd, {"consumeTimeSpanSet": spans})
+        span.consumeTimeStamp = store_time_at(ctrl, h.topic, q, consumer - 1) if consumer > 0 else span.minTimeStamp
+        if consumer < top:
+            span.delayTime = int(time.time() * 1000) - store_time_at(ctrl, h.topic, q, consumer)
+        body.consumeTimeSpanSet.append(span)
+    return ok(cmd, body)
 
 
 async def query_consume_queue(ctrl, conn, cmd):
-    """QUERY_CONSUME_QUEUE (mqadmin queryCq): raw units of one queue."""
+    """QUERY_CONSUME_QUEUE (mqadmin queryCq): raw units of one queue from `index`."""
     h = from_ext_fields(QueryConsumeQueueRequestHeader, cmd.ext_fields)
     cq = ctrl.store.queues.get((h.topic, h.queueId))
     if cq is None:
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{h.topic}:{h.queueId} is not exist!")
-    body = {"maxQueueIndex": cq.max_offset, "minQueueIndex": cq.min_offset, "queueData": []}
-    if h.consumerGroup:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{h.queueId}@{h.topic} is not exist!")
+    body = QueryConsumeQueueResponseBody(cq.max_offset, cq.min_offset)
+    if h.consumerGroup is not None:
         sub = ctrl.consumers.subscription(h.consumerGroup, h.topic)
-        if sub is not None:
-            body["subscriptionData"] = sub.to_json()
-    units = cq.units(h.index, max(h.count, 0)) if cq.min_offset <= h.index < cq.max_offset else []
-    for off, size, code in zip(*(units[k].tolist() for k in ("offset", "size", "tags_code"))) if len(units) else ():
-        body["queueData"].append({"bitMap": None, "eval": False, "extendDataJson": None, "msg": None,
-                                  "physicOffset": off, "physicSize": size, "tagsCode": code})
-    return _ok(cmd, body)
+        if sub is None:
+            body.filterData = f"{h.consumerGroup}@{h.topic} is not online!"
+        else:
+            body.subscriptionData = sub.to_json()
+            body.filterData = "null"              # JSON.toJSONString of the (absent) ConsumerFilterData
+    if not cq.min_offset <= h.index < cq.max_offset:
+        return cmd.response(ResponseCode.SUCCESS, f"Index {h.index} of {h.queueId}@{h.topic} is not exist!")
+    units = cq.units(h.index, max(h.count, 0))
+    cols = [units[k].tolist() for k in ("offset", "size", "tags_code")] if len(units) else [[], [], []]
+    body.queueData = [ConsumeQueueData(off, size, code) for off, size, code in zip(*cols)]
+    return ok(cmd, body)
 
 
 async def clone_group_offset(ctrl, conn, cmd):
+    """CLONE_GROUP_OFFSET: copy srcGroup's offsets to destGroup (what an online srcGroup subscribes to, unless offline)."""
     h = from_ext_fields(CloneGroupOffsetRequestHeader, cmd.ext_fields)
-    topics = [h.topic] if h.topic else sorted(ctrl.offsets.topics_of_group(h.srcGroup))
+    topics = [h.topic] if h.topic and h.topic.strip() else sorted(ctrl.offsets.topics_of_group(h.srcGroup))
     for topic in topics:
         if ctrl.topics.get(topic) is None:
+            log.warning("[cloneGroupOffset], topic config not exist, %s", topic)
             continue
-        if not h.offline and ctrl.consumers.subscription(h.srcGroup, topic) is None:
-            continue                           # Java clones only what the online group subscribes to
-        src = ctrl.offsets.table.get(f"{topic}@{h.srcGroup}", {})
-        for qid, off in dict(src).items():
+        if not h.offline and online_subscribes_elsewhere(ctrl, h.srcGroup, topic):
+            continue
+        for qid, off in dict(ctrl.offsets.table.get(f"{topic}@{h.srcGroup}", {})).items():
             ctrl.offsets.commit(h.destGroup, topic, qid, off)
     return cmd.response(ResponseCode.SUCCESS)
+
+
+async def query_correction_offset(ctrl, conn, cmd):
+    """QUERY_CORRECTION_OFFSET: per queue the lowest offset of any group but the filtered ones;
+    Long.MAX_VALUE where compareGroup is behind it. (Java's queryMinOffsetInAllGroup also deletes
+    the filtered groups' offsets from its table while looking: not copied.)"""
+    h = from_ext_fields(QueryCorrectionOffsetHeader, cmd.ext_fields)
+    skip = {g for g in (h.filterGroups or "").split(",") if g}
+    low: dict[int, int] = {}
+    for key, queues in list(ctrl.offsets.table.items()):
+        topic, _, group = key.partition("@")
+        if topic != h.topic or group in skip:
+            continue
+        for qid, off in queues.items():
+            if off >= ctrl.store.min_offset(h.topic, qid):
+                low[qid] = min(off, low.get(qid, off))
+    for qid, off in ctrl.offsets.table.get(f"{h.topic}@{h.compareGroup}", {}).items():
+        if qid in low:
+            low[qid] = LONG_MAX if low[qid] > off else low[qid]
+    body = QueryCorrectionOffsetBody(low)
+    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(body.to_json(), bare_int_keys=True))
 
 
 # ---------------------------------------------------------------------- clean-ups and stats
 
 async def clean_expired_consume_queue(ctrl, conn, cmd):
-    ctrl.store.clean_expired_queues()
+    log.warning("invoke cleanExpiredConsumeQueue start.")
+    await asyncio.get_running_loop().run_in_executor(None, ctrl.store.clean_expired_queues)
     return cmd.response(ResponseCode.SUCCESS)
 
 
 async def clean_unused_topic(ctrl, conn, cmd):
+    """CLEAN_UNUSED_TOPIC: consume queues of topics the broker no longer has (but the schedule, op-half
+    and LMQ queues, which have no topic config, as in Java)."""
+    log.warning("invoke cleanUnusedTopic start.")
     for topic in sorted(ctrl.store.topics() - set(ctrl.topics.table)):
-        ctrl.store.destroy_queues(topic)
+        if topic not in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_OP_HALF_TOPIC") and not topic.startswith("%LMQ%"):
+            ctrl.store.destroy_queues(topic)
     return cmd.response(ResponseCode.SUCCESS)
 
 
-async def delete_expired_files(ctrl, conn, cmd):
-    """TRIGGER_DELETE_FILES / DELETE_EXPIRED_COMMITLOG: run retention now, whatever the hour (deleteWhen)."""
+async def delete_expired_commitlog(ctrl, conn, cmd):
+    """DELETE_EXPIRED_COMMITLOG (executeDeleteFilesManually): run retention now, whatever deleteWhen says."""
     from mqtool_store.retention import delete_expired
+    log.warning("invoke deleteExpiredCommitLog start.")
     await asyncio.get_running_loop().run_in_executor(None, lambda: delete_expired(ctrl.store, force=True))
     return cmd.response(ResponseCode.SUCCESS)
 
@@ -160,155 +201,51 @@ async def view_broker_stats(ctrl, conn, cmd):
     data = ctrl.stats.key_stats(h.statsName, h.statsKey)
     if data is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"The stats <{h.statsName}> <{h.statsKey}> not exist")
-    return _ok(cmd, data)
+    items = {k: BrokerStatsItem(v["sum"], v["tps"], v["avgpt"]) for k, v in data.items()}
+    return ok(cmd, BrokerStatsData(items["statsMinute"], items["statsHour"], items["statsDay"]))
 
 
 async def system_topics(ctrl, conn, cmd):
-    names = {t for t in ctrl.topics.table if t in NOT_ALLOWED_SEND_TOPICS or t.startswith(("%RETRY%", "%DLQ%", "rmq_sys_"))}
-    names |= {ctrl.config.brokerClusterName, ctrl.config.brokerName, "TBW102", "SELF_TEST_TOPIC", "BenchmarkTest"}
-    return _ok(cmd, {"brokerAddr": ctrl.config.broker_addr, "topicList": sorted(n for n in names if n in ctrl.topics.table)})
+    """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: TopicValidator's fixed set, no broker address."""
+    return ok(cmd, TopicList(list(SYSTEM_TOPICS)))
 
 
 async def all_producer_info(ctrl, conn, cmd):
-    data = {group: [{"clientId": c.client_id, "language": c.language, "lastUpdateTimestamp": c.last_update,
-                     "remoteIP": c.channel.peer, "version": c.version} for c in chans.values()]
-            for group, chans in sorted(ctrl.producers.groups.items())}
-    return _ok(cmd, {"data": data})
+    """GET_ALL_PRODUCER_INFO: remoteIP is Netty's remoteAddress().toString(), "/ip:port"."""
+    table = ProducerTableInfo({group: [ProducerInfo(c.client_id, f"/{c.channel.peer}", c.language, c.version,
+                                                    c.last_update) for c in list(chans.values())]
+                               for group, chans in sorted(ctrl.producers.groups.items())})
+    return ok(cmd, table)
 
 
 async def check_client_config(ctrl, conn, cmd):
-    """CHECK_CLIENT_CONFIG: TAG subscriptions are fine; SQL92 needs enablePropertyFilter, which this broker lacks."""
-    body = jsonbody.loads(cmd.body) if cmd.body else {}
-    sub = body.get("subscriptionData") or {}
-    kind = (sub.get("expressionType") or "TAG").upper()
-    if kind != "TAG":
+    """CHECK_CLIENT_CONFIG: a TAG subscription is fine; any other expression type needs
+    enablePropertyFilter, which this broker does not have (no SQL92 filtering)."""
+    body = CheckClientRequestBody.from_json(jsonbody.loads(cmd.body)) if cmd.body else CheckClientRequestBody()
+    sub = body.subscriptionData
+    if sub is not None and (sub.expressionType or "TAG").upper() != "TAG":
         return cmd.response(ResponseCode.SYSTEM_ERROR,
-                            "The broker does not support consumer to filter message by SQL92")
+                            f"The broker does not support consumer to filter message by {sub.expressionType}")
     return cmd.response(ResponseCode.SUCCESS)
 
 
-# ---------------------------------------------------------------------- relayed to consumers
-
-async def _call_client(ctrl, group: str, client_id: str | None, request: RemotingCommand, cmd):
-    info = ctrl.consumers.get(group)
-    chans = [c for c in (info.channels.values() if info else []) if client_id in (None, c.client_id)]
-    if not chans:
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
-    try:
-        resp = await chans[0].channel.request(request, CLIENT_CALL_TIMEOUT_S)
-    except RemotingError as exc:
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> failed: {exc}")
-    return cmd.response(resp.code, resp.remark, None, resp.body)
-
-
-async def consumer_running_info(ctrl, conn, cmd):
-    h = from_ext_fields(GetConsumerRunningInfoRequestHeader, cmd.ext_fields)
-    req = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, cmd.ext_fields, language="JAVA")
-    return await _call_client(ctrl, h.consumerGroup, h.clientId, req, cmd)
-
-
-async def consume_message_directly(ctrl, conn, cmd):
-    h = from_ext_fields(ConsumeMessageDirectlyResultRequestHeader, cmd.ext_fields)
-    try:
-        _ip, _port, offset = decode_offset_msg_id(h.msgId or "")
-    except Exception:  # noqa: BLE001 - not an offset message id
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad message id {h.msgId!r}")
-    data = ctrl.store.read_bytes(offset)
-    if data is None:
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"no message at offset {offset}")
-    req = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, cmd.ext_fields, bytes(data), language="JAVA")
-    return await _call_client(ctrl, h.consumerGroup, h.clientId, req, cmd)
-
-
-async def reset_offset(ctrl, conn, cmd):
-    """INVOKE_BROKER_TO_RESET_OFFSET (Broker2Client.resetOffset): each queue's offset at the time
-    (-1: the end), pushed to every online consumer of the group with RESET_CONSUMER_CLIENT_OFFSET."""
-    h = from_ext_fields(ResetOffsetRequestHeader, cmd.ext_fields)
-    cfg = ctrl.topics.get(h.topic)
-    if cfg is None:
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"[reset-offset] topic config not exist, {h.topic}")
-    table = {}
-    for q in range(cfg.writeQueueNums):
-        committed = ctrl.offsets.query(h.group, h.topic, q)
-        if committed == -1:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"THe consumer group <{h.group}> not exist")
-        at = ctrl.store.max_offset(h.topic, q) if h.timestamp == -1 else ctrl.store.offset_by_time(h.topic, q, h.timestamp)
-        table[_mq(ctrl, h.topic, q)] = at if h.isForce or at < committed else committed
-    info = ctrl.consumers.get(h.group)
-    if info is None or not info.channels:
-        return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE, f"Consumer not online, so can not reset offset, "
-                                                               f"Group: {h.group} Topic: {h.topic} Timestamp: {h.timestamp}")
-    body = jsonbody.dumps({"offsetTable": table})
-    for c in list(info.channels.values()):
-        push = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                                       {"topic": h.topic, "group": h.group, "timestamp": h.timestamp,
-                                        "isForce": h.isForce}, body, oneway=True, language="JAVA")
-        try:
-            await c.channel.oneway(push)
-        except (RemotingError, OSError):
-            pass
-    return cmd.response(ResponseCode.SUCCESS, None, None, body)
-
-
-async def consumer_status(ctrl, conn, cmd):
-    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS: GET_CONSUMER_STATUS_FROM_CLIENT to each online consumer."""
-    topic, group = cmd.ext_fields.get("topic", ""), cmd.ext_fields.get("group", "")
-    client_addr = cmd.ext_fields.get("clientAddr")
-    info = ctrl.consumers.get(group)
-    if info is None or not info.channels:
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"No Any Consumer online in the consumer group: [{group}]")
-    table = {}
-    for c in list(info.channels.values()):
-        if client_addr and client_addr not in (c.channel.peer, c.client_id):
-            continue
-        req = RemotingCommand.request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
-                                      {"topic": topic, "group": group}, language="JAVA")
-        try:
-            resp = await c.channel.request(req, CLIENT_CALL_TIMEOUT_S)
-        except RemotingError:
-            continue
-        if resp.code == ResponseCode.SUCCESS and resp.body:
-            table[c.client_id] = jsonbody.loads(resp.body).get("messageQueueTable", {})
-    return _ok(cmd, {"consumerTable": table, "messageQueueTable": {}})
-
-
-async def query_correction_offset(ctrl, conn, cmd):
-    """QUERY_CORRECTION_OFFSET: per queue, the lowest offset any group (but the filtered ones) has;
-    Long.MAX_VALUE where the compare group is behind it. (Java's version also deletes the filtered
-    groups' offsets from its table while looking, a bug not copied here.)"""
-    topic = cmd.ext_fields.get("topic", "")
-    skip = {g for g in (cmd.ext_fields.get("filterGroups") or "").split(",") if g}
-    low: dict[int, int] = {}
-    for key, queues in list(ctrl.offsets.table.items()):
-        t, _, group = key.partition("@")
-        if t != topic or group in skip:
-            continue
-        for qid, off in queues.items():
-            if off >= ctrl.store.min_offset(topic, qid):
-                low[qid] = min(off, low.get(qid, off))
-    compare = ctrl.offsets.table.get(f"{topic}@{cmd.ext_fields.get('compareGroup', '')}", {})
-    for qid, off in compare.items():
-        if qid in low:
-            low[qid] = 2**63 - 1 if low[qid] > off else low[qid]
-    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps({"correctionOffsets": low}, bare_int_keys=True))
-
-
 async def resume_check_half_message(ctrl, conn, cmd):
-    """RESUME_CHECK_HALF_MESSAGE: put a half message back with its check count reset to 0."""
+    """RESUME_CHECK_HALF_MESSAGE: put the half message back on queue 0 of the half topic with its check count 0."""
     from mqtool_store.codes import Prop
     from mqtool_store.messagestore import Message
     from mqtool_store.properties import format_properties
+    h = from_ext_fields(ResumeCheckHalfMessageRequestHeader, cmd.ext_fields)
     try:
-        _ip, _port, offset = decode_offset_msg_id(cmd.ext_fields.get("msgId") or "")
+        _ip, _port, offset = decode_offset_msg_id(h.msgId or "")
         rec = ctrl.store.read(offset)
-    except Exception:  # noqa: BLE001 - a bad id is answered like Java: SYSTEM_ERROR
+    except Exception:  # noqa: BLE001 - a bad id is answered as Java does
         rec = None
     if rec is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR,
                             "Exception was thrown when putting message back to RMQ_SYS_TRANS_HALF_TOPIC.")
     props = dict(rec.properties)
     props[Prop.TRANSACTION_CHECK_TIMES] = "0"
-    msg = Message(rec.topic, rec.queue_id, rec.body, props, format_properties(props), rec.flag, rec.sys_flag,
+    msg = Message(HALF_TOPIC, 0, rec.body, props, format_properties(props), rec.flag, rec.sys_flag,
                   rec.born_timestamp, (rec.born_ip, rec.born_port), rec.reconsume_times,
                   rec.prepared_transaction_offset)
     result = await ctrl.put(msg)

@@ -10,9 +10,9 @@ import math
 import os
 import time
 
-from mqtool import __version__
+from mqtool.broker.stats import java_double
 from mqtool_remoting import jsonbody
-from mqtool_remoting.codes import ResponseCode
+from mqtool_remoting.codes import MQVersion, ResponseCode
 from mqtool_store.codes import SCHEDULE_TOPIC
 
 # BrokerConfig's default thread-pool queue capacities (4.9.8).
@@ -40,28 +40,31 @@ def format_runtime(ms: int) -> str:
 
 
 def disk_ratio(path) -> float:
+    """UtilAll.getDiskPartitionSpaceUsedPercent: (total - free) / total, -1 when the path is missing."""
     try:
         st = os.statvfs(path)
     except OSError:
         return -1.0
     total = st.f_blocks * st.f_frsize
-    return (total - st.f_bavail * st.f_frsize) / total if total else -1.0
+    return (total - st.f_bfree * st.f_frsize) / total if total else -1.0
 
 
-def disk_capacity(path) -> str:
+def disk_capacity(path) -> str | None:
+    """"Total : X, Free : Y." of File.getTotalSpace / getUsableSpace; None when the path is missing."""
     try:
         st = os.statvfs(path)
     except OSError:
-        return "Total : 0 B, Free : 0 B."
+        return None
     return f"Total : {human_bytes(st.f_blocks * st.f_frsize)}, Free : {human_bytes(st.f_bavail * st.f_frsize)}."
 
 
 def runtime_table(ctrl) -> dict[str, str]:
+    """prepareRuntimeInfo: StoreStatsService's keys, the store's, then the broker's."""
     store, stats = ctrl.store, ctrl.stats
     t = stats.totals
     times = max(t.put_msgs, 1)
     now_ms = int(time.time() * 1000)
-    get_total = stats.tps_text(FOUND).split(), stats.tps_text(MISS).split()
+    cl_ratio = disk_ratio(store.cfg.commitlog_dir)
     table = {
         "bootTimestamp": str(ctrl.boot_ms),
         "runtime": format_runtime(now_ms - ctrl.boot_ms),
@@ -69,25 +72,24 @@ def runtime_table(ctrl) -> dict[str, str]:
         "putMessageTimesTotal": str(times),
         "putMessageFailedTimes": str(t.put_failed),
         "putMessageSizeTotal": str(t.put_bytes),
-        "putMessageDistributeTime": "",
-        "putMessageAverageSize": repr(t.put_bytes / times),
+        "putMessageDistributeTime": stats.distribute_text(),
+        "putMessageAverageSize": java_double(t.put_bytes / times),
         "dispatchMaxBuffer": "0",
         "getMessageEntireTimeMax": "0",
         "putTps": stats.tps_text(PUT),
         "getFoundTps": stats.tps_text(FOUND),
         "getMissTps": stats.tps_text(MISS),
-        "getTotalTps": " ".join(repr(round(float(a) + float(b), 4)) for a, b in zip(*get_total)),
+        "getTotalTps": stats.total_tps_text(FOUND, MISS),
         "getTransferedTps": stats.tps_text(GOT),
-        "putLatency99": "0.00",
-        "putLatency999": "0.00",
-        "commitLogDiskRatio": repr(disk_ratio(store.cfg.commitlog_dir)),
-        f"commitLogDiskRatio_{store.cfg.commitlog_dir}": repr(disk_ratio(store.cfg.commitlog_dir)),
-        "consumeQueueDiskRatio": repr(disk_ratio(store.root / "consumequeue" if (store.root / "consumequeue").exists()
-                                                 else store.root)),
+        "putLatency99": f"{stats.latency_px(0.99):.2f}",
+        "putLatency999": f"{stats.latency_px(0.999):.2f}",
+        f"commitLogDiskRatio_{store.cfg.commitlog_dir}": java_double(cl_ratio),
+        "commitLogDiskRatio": java_double(cl_ratio),
+        "consumeQueueDiskRatio": java_double(disk_ratio(store.root / "consumequeue")),
         "commitLogMinOffset": str(store.commitlog_min_offset),
         "commitLogMaxOffset": str(store.commitlog_max_offset),
-        "brokerVersionDesc": f"mqtool {__version__} (RocketMQ V4_9_8 protocol)",
-        "brokerVersion": "409",
+        "brokerVersionDesc": MQVersion.V4_9_8.name,
+        "brokerVersion": str(int(MQVersion.V4_9_8)),
         "msgPutTotalYesterdayMorning": str(stats.yesterday_morning["put"]),
         "msgPutTotalTodayMorning": str(stats.morning["put"]),
         "msgPutTotalTodayNow": str(t.put_msgs),
@@ -100,18 +102,16 @@ def runtime_table(ctrl) -> dict[str, str]:
         "startAcceptSendRequestTimeStamp": "0",
         "remainTransientStoreBufferNumbs": str(INT_MAX),          # transientStorePoolEnable is off
         "remainHowManyDataToFlush": human_bytes(max(0, store.commitlog_max_offset - store.commitlog.flushed_offset)),
-        "commitLogDirCapacity": disk_capacity(store.cfg.commitlog_dir),
-        "brokerActive": "true",
     }
     table.update({k: "0" for k in QUEUE_SIZES})
     table.update({k: str(v) for k, v in CAPACITIES.items()})
     for level, offset in ctrl.schedule.offsets.items():
         table[f"scheduleMessageOffset_{level}"] = f"{offset},{store.max_offset(SCHEDULE_TOPIC, level - 1)}"
+    capacity = disk_capacity(store.root)           # Java: of storePathRootDir, not the commit log dir
+    if capacity is not None:
+        table["commitLogDirCapacity"] = capacity
     return table
 
 
 async def runtime_info(ctrl, conn, cmd):
     return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps({"table": runtime_table(ctrl)}))
-
-
-

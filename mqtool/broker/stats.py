@@ -1,19 +1,53 @@
 """The broker's figures (StoreStatsService and BrokerStatsManager of 4.9.8): totals, TPS over
-10 s / 60 s / 600 s from one snapshot a second, per-key sums for the last minute, hour and day
-(VIEW_BROKER_STATS_DATA), and the morning snapshots mqadmin clusterList reads."""
+10 s / 60 s / 600 s from one snapshot a second, put latency per minute, per-key sums for the last
+minute, hour and day (VIEW_BROKER_STATS_DATA), and the morning snapshots mqadmin clusterList reads."""
 from __future__ import annotations
 
+import bisect
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
-SAMPLES = 601                      # one a second: enough for the 600 s TPS
+SAMPLES = 601                      # one a second, MAX_RECORDS_OF_SAMPLING + 1: enough for the 600 s TPS
 TPS_WINDOWS = (10, 60, 600)
-# VIEW_BROKER_STATS_DATA names (BrokerStatsManager), keyed by topic, or topic@group for groups.
+# VIEW_BROKER_STATS_DATA names (BrokerStatsManager): topic, topic@group, or the cluster name for BROKER_*.
 TOPIC_PUT_NUMS, TOPIC_PUT_SIZE = "TOPIC_PUT_NUMS", "TOPIC_PUT_SIZE"
 GROUP_GET_NUMS, GROUP_GET_SIZE = "GROUP_GET_NUMS", "GROUP_GET_SIZE"
 BROKER_PUT_NUMS, BROKER_GET_NUMS = "BROKER_PUT_NUMS", "BROKER_GET_NUMS"
 PERIODS = (("statsMinute", 60), ("statsHour", 3600), ("statsDay", 86400))
+# putMessageDistributeTime: the last minute's puts by entire time, with StoreStatsService's labels.
+DISTRIBUTE_DESC = ("[<=0ms]", "[0~10ms]", "[10~50ms]", "[50~100ms]", "[100~200ms]", "[200~500ms]", "[500ms~1s]",
+                   "[1~2s]", "[2~3s]", "[3~4s]", "[4~5s]", "[5~10s]", "[10s~]")
+DISTRIBUTE_BOUNDS = (1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
+# putLatency99/999: PUT_MESSAGE_ENTIRE_TIME_BUCKETS, (step ms, count) -> upper bounds 1..20, 22..50, ...
+_STEPS = ((1, 20), (2, 15), (5, 10), (10, 10), (50, 6), (100, 5), (1000, 9))
+
+
+def _latency_bounds() -> list[int]:
+    bounds, b = [], 0
+    for step, n in _STEPS:
+        for _ in range(n):
+            b += step
+            bounds.append(b)
+    return bounds + [2**63 - 1]
+
+
+LATENCY_BOUNDS = _latency_bounds()
+
+
+def java_double(x: float) -> str:
+    """`Double.toString`: "0.0", "12.5", "1.0E-5", "1.2345678E7"."""
+    x = float(x)
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        text = repr(x)
+        return text if "e" not in text else f"{x:.20f}".rstrip("0")
+    mantissa, exp = f"{x:.16e}".split("e")
+    digits = repr(float(mantissa))                      # shortest digits of the mantissa
+    return f"{digits}E{int(exp)}"
 
 
 @dataclass
@@ -32,12 +66,12 @@ class KeyCounter:
     """Per-minute buckets of (sum, calls) for one stats key, a day deep."""
     buckets: deque = field(default_factory=lambda: deque(maxlen=1441))
 
-    def add(self, n: int, minute: int) -> None:
+    def add(self, n: int, minute: int, calls: int = 1) -> None:
         if self.buckets and self.buckets[-1][0] == minute:
             m, s, c = self.buckets[-1]
-            self.buckets[-1] = (m, s + n, c + 1)
+            self.buckets[-1] = (m, s + n, c + calls)
         else:
-            self.buckets.append((minute, n, 1))
+            self.buckets.append((minute, n, calls))
 
     def window(self, now_minute: int, minutes: int) -> tuple[int, int]:
         s = c = 0
@@ -49,14 +83,20 @@ class KeyCounter:
 
 
 class BrokerStats:
-    def __init__(self, clock=time.time):
+    def __init__(self, clock=time.time, cluster: str = "DefaultCluster"):
         self.clock = clock
+        self.cluster = cluster
         self.totals = Totals()
         self.samples: deque = deque(maxlen=SAMPLES)        # (time, put_msgs, found, miss, get_msgs)
         self.keys: dict[tuple[str, str], KeyCounter] = defaultdict(KeyCounter)
         self.day = time.localtime(clock()).tm_yday
         self.morning = {"put": 0, "get": 0}
         self.yesterday_morning = {"put": 0, "get": 0}
+        self.minute = self._minute()
+        self.distribute = [0] * len(DISTRIBUTE_DESC)
+        self.last_distribute: list[int] | None = None      # Java prints "null" until a minute has passed
+        self.latency = [0] * len(LATENCY_BOUNDS)
+        self.last_latency = [0] * len(LATENCY_BOUNDS)
         self.sample()
 
     # ------------------------------------------------------------ counting
@@ -64,14 +104,22 @@ class BrokerStats:
     def _minute(self) -> int:
         return int(self.clock() // 60)
 
-    def put(self, topic: str, msgs: int, nbytes: int, elapsed_ms: int = 0) -> None:
+    def put(self, topic: str, msgs: int, nbytes: int, elapsed_ms: int | None = None) -> None:
         t = self.totals
         t.put_msgs += msgs
         t.put_bytes += nbytes
-        t.put_max_ms = max(t.put_max_ms, elapsed_ms)
         minute = self._minute()
         self.keys[(TOPIC_PUT_NUMS, topic)].add(msgs, minute)
         self.keys[(TOPIC_PUT_SIZE, topic)].add(nbytes, minute)
+        self.keys[(BROKER_PUT_NUMS, self.cluster)].add(msgs, minute, 0)    # incBrokerPutNums adds no call
+        if elapsed_ms is not None:
+            self.put_time(elapsed_ms)
+
+    def put_time(self, elapsed_ms: int) -> None:
+        """setPutMessageEntireTimeMax + incPutMessageEntireTime: one put's entire time."""
+        self.totals.put_max_ms = max(self.totals.put_max_ms, elapsed_ms)
+        self.distribute[bisect.bisect_right(DISTRIBUTE_BOUNDS, elapsed_ms) if elapsed_ms > 0 else 0] += 1
+        self.latency[bisect.bisect_left(LATENCY_BOUNDS, elapsed_ms)] += 1
 
     def put_failed(self) -> None:
         self.totals.put_failed += 1
@@ -84,6 +132,7 @@ class BrokerStats:
             minute = self._minute()
             self.keys[(GROUP_GET_NUMS, f"{topic}@{group}")].add(msgs, minute)
             self.keys[(GROUP_GET_SIZE, f"{topic}@{group}")].add(nbytes, minute)
+            self.keys[(BROKER_GET_NUMS, self.cluster)].add(msgs, minute, 0)
         else:
             t.get_miss += 1
 
@@ -98,18 +147,43 @@ class BrokerStats:
             self.day = day
             self.yesterday_morning = dict(self.morning)
             self.morning = {"put": t.put_msgs, "get": t.get_msgs}
+        minute = int(now // 60)
+        if minute != self.minute:               # printTps once a minute swaps the latency tables
+            self.minute = minute
+            self.last_distribute, self.distribute = self.distribute, [0] * len(DISTRIBUTE_DESC)
+            self.last_latency, self.latency = self.latency, [0] * len(LATENCY_BOUNDS)
 
-    def tps(self, index: int, seconds: int) -> float:
-        if len(self.samples) < 2:
-            return 0.0
-        last = self.samples[-1]
-        before = self.samples[-min(seconds + 1, len(self.samples))]
+    def tps(self, index: int, seconds: int) -> float | None:
+        """CallSnapshot.getTPS over the last `seconds` samples; None until that many were taken."""
+        if len(self.samples) <= seconds:
+            return None
+        last, before = self.samples[-1], self.samples[-(seconds + 1)]
         dt = last[0] - before[0]
         return (last[index] - before[index]) / dt if dt > 0 else 0.0
 
     def tps_text(self, index: int) -> str:
-        """Java's "10s 60s 600s" form, e.g. "12.5 11.0 3.2"."""
-        return " ".join(repr(round(self.tps(index, w), 4)) for w in TPS_WINDOWS)
+        """Java's "10s 60s 600s" string; a window not yet sampled is empty, as in Java ("3.5  ")."""
+        return " ".join("" if v is None else java_double(v) for v in (self.tps(index, w) for w in TPS_WINDOWS))
+
+    def total_tps_text(self, found: int, miss: int) -> str:
+        """getGetTotalTps: found + miss per window, 0.0 for a window not yet sampled."""
+        return " ".join(java_double((self.tps(found, w) or 0.0) + (self.tps(miss, w) or 0.0)) for w in TPS_WINDOWS)
+
+    def distribute_text(self) -> str:
+        if self.last_distribute is None:
+            return "null"
+        return "".join(f"{d}:{n} " for d, n in zip(DISTRIBUTE_DESC, self.last_distribute))
+
+    def latency_px(self, px: float) -> float:
+        """findPutMessageEntireTimePX over the last minute's buckets, interpolated within a bucket."""
+        total = sum(self.last_latency)
+        index, passed = int(total * px), 0
+        for i, count in enumerate(self.last_latency):
+            if index <= passed + count:
+                lo = LATENCY_BOUNDS[i - 1] if i else 0
+                return lo + ((LATENCY_BOUNDS[i] - lo) * (index - passed) / count if count else 0)
+            passed += count
+        return 0.0
 
     def key_stats(self, name: str, key: str) -> dict | None:
         """BrokerStatsData for one key, or None when nothing was ever counted under it."""
@@ -122,3 +196,25 @@ class BrokerStats:
             s, c = counter.window(minute, seconds // 60)
             out[label] = {"avgpt": s / c if c else 0.0, "sum": s, "tps": s / seconds}
         return out
+
+    def minute_tps(self, name: str, key: str) -> float:
+        """tpsGroupGetNums and the like: the last minute's sum per second."""
+        data = self.key_stats(name, key)
+        return data["statsMinute"]["tps"] if data else 0.0
+
+
+SENT_CODES = frozenset({0, 10, 11, 12})      # SUCCESS, FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT
+
+
+def timed_put(handler):
+    """A send handler whose stored puts count their entire time (putMessageEntireTimeMax,
+    putMessageDistributeTime, putLatency99): measured around the request, as the broker has no
+    hook inside the store's put."""
+    async def timed(ctrl, conn, cmd):
+        start = time.monotonic()
+        resp = await handler(ctrl, conn, cmd)
+        if resp is not None and resp.code in SENT_CODES:
+            ctrl.stats.put_time(int((time.monotonic() - start) * 1000))
+        return resp
+    timed.__name__ = timed.__qualname__ = getattr(handler, "__name__", "timed")
+    return timed

@@ -9,6 +9,7 @@ from mqtool import __version__
 from mqtool.cli import admin as admin_cmds
 from mqtool.cli import broker as broker_cmds
 from mqtool.cli import ha as ha_cmds
+from mqtool.cli import ops
 from mqtool.cli.consume import consume
 from mqtool.cli.send import send
 from mqtool.cli import namesrv as namesrv_cmds
@@ -55,6 +56,18 @@ namesrv_cmds.app.add_typer(admin_cmds.namesrv_admin_app, name="admin", hidden=Tr
 namesrv_cmds.app.command("config")(admin_cmds.namesrv_config)
 namesrv_cmds.app.command("kv")(admin_cmds.namesrv_kv)
 app.add_typer(admin_cmds.producer_app, name="producer", rich_help_panel="Administration")
+broker_cmds.app.command("consume-stats")(ops.broker_consume_stats)
+broker_cmds.app.command("clean-expired-cq")(ops.clean_expired_cq)
+broker_cmds.app.command("clean-unused-topic")(ops.clean_unused_topic)
+broker_cmds.app.command("delete-expired-commitlog")(ops.delete_expired_commitlog)
+admin_cmds.group_app.command("status")(ops.group_status)
+admin_cmds.group_app.command("clone-offset")(ops.group_clone_offset)
+admin_cmds.message_app.command("cq")(ops.message_cq)
+admin_cmds.topic_app.command("clusters")(ops.topic_clusters)
+admin_cmds.cluster_app.command("stats")(ops.stats_all)
+admin_cmds.producer_app.command("list")(ops.producer_list)
+namesrv_cmds.app.command("write-perm")(ops.write_perm)
+namesrv_cmds.app.command("update-config")(ops.namesrv_update_config)
 
 # mqadmin's names, hidden, for muscle memory.
 for _name, _fn in {"updateTopic": admin_cmds.topic_create, "deleteTopic": admin_cmds.topic_delete,
@@ -64,7 +77,17 @@ for _name, _fn in {"updateTopic": admin_cmds.topic_create, "deleteTopic": admin_
                    "queryMsgByKey": admin_cmds.message_query, "queryMsgById": admin_cmds.message_query,
                    "consumerConnection": admin_cmds.group_connections, "updateSubGroup": admin_cmds.group_create,
                    "resetOffsetByTime": admin_cmds.group_reset_offset, "queryMsgByOffset": admin_cmds.message_print,
-                   "sendMessage": send, "consumeMessage": consume, "haStatus": ha_cmds.status}.items():
+                   "sendMessage": send, "consumeMessage": consume, "haStatus": ha_cmds.status,
+                   "deleteSubGroup": admin_cmds.group_delete, "updateTopicPerm": admin_cmds.topic_perm,
+                   "getBrokerConfig": admin_cmds.broker_config_get, "updateBrokerConfig": admin_cmds.broker_config_set,
+                   "producerConnection": admin_cmds.producer_connections, "printMsg": admin_cmds.message_print,
+                   "printMsgByQueue": admin_cmds.message_print, "getNamesrvConfig": admin_cmds.namesrv_config,
+                   "updateNamesrvConfig": ops.namesrv_update_config, "brokerConsumeStats": ops.broker_consume_stats,
+                   "consumerStatus": ops.group_status, "cloneGroupOffset": ops.group_clone_offset,
+                   "queryCq": ops.message_cq, "topicClusterList": ops.topic_clusters, "statsAll": ops.stats_all,
+                   "producer": ops.producer_list, "cleanExpiredCQ": ops.clean_expired_cq,
+                   "cleanUnusedTopic": ops.clean_unused_topic, "deleteExpiredCommitLog": ops.delete_expired_commitlog,
+                   "queryMsgByUniqueKey": admin_cmds.message_query}.items():
     app.command(_name, hidden=True)(_fn)
 
 

@@ -19,9 +19,10 @@ message_app = typer.Typer(help="Find messages by key or id.", no_args_is_help=Tr
 
 def run(namesrv: str, fn):
     import asyncio
+
     from mqtool.client.admin import Admin
+
     async def go():
-        from mqtool.client.admin import Admin
         admin = Admin(namesrv)
         try:
             return await fn(admin)

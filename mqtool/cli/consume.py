@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.output import BODY_MODES, check_choice, emit_json, fmt_time, parse_time, render_body
 from mqtool.cli.send import NamesrvOpt
+
+if TYPE_CHECKING:
+    from mqtool.client.consumer import Consumer
 
 TOKENS = {"%t": "topic", "%q": "queue_id", "%o": "queue_offset", "%k": "keys", "%T": "tags", "%b": "body",
           "%i": "msg_id", "%s": "store_time", "%p": "properties"}
@@ -76,7 +79,7 @@ def _check_start(start: str) -> None:
     raise UsageError(f"--from must be beginning, end, OFFSET, -N or @TIME, not {start!r}")
 
 
-async def _position(c: Consumer, mq, start: str) -> int:
+async def _position(c: "Consumer", mq, start: str) -> int:
     if start == "beginning":
         return await c.min_offset(mq)
     if start == "end":

@@ -106,7 +106,6 @@ async def _bench(namesrv, topic, group, count, size, threads, json_out) -> None:
     remaining = [count]
 
     async def worker():
-        from mqtool.client.producer import OutMessage
         nonlocal failures
         while remaining[0] > 0:
             remaining[0] -= 1
