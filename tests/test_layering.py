@@ -52,3 +52,15 @@ def test_store_help_lists_every_kind():
     from mqtool.cli.store import KIND_NAMES
     from mqtool_store.layout import Kind
     assert KIND_NAMES == ", ".join(k.value for k in Kind)
+
+
+def test_the_client_stands_on_the_protocol_not_on_the_servers():
+    """mqtool.client imports remoting, the store's formats and mqtool.common, never a server or Spark."""
+    for f in (REPO / "mqtool" / "client").rglob("*.py"):
+        tree = ast.parse(f.read_text(), filename=str(f))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            for name in names:
+                assert not name.startswith(("mqtool.broker", "mqtool.namesrv", "mqtool.spark", "mqtool.ha")), \
+                    f"{f.relative_to(REPO)} imports {name}"

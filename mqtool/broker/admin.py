@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from mqtool.broker import javaprops
+from mqtool_remoting import javaprops
 from mqtool.broker.subscriptions import SubscriptionGroupConfig
 from mqtool.broker.topics import TopicConfig, check_topic_name
 from mqtool_remoting import jsonbody

@@ -11,7 +11,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mqtool.broker import javaprops
+from mqtool_remoting import javaprops
 from mqtool_store.storeconfig import set_typed_fields
 
 DEFAULT_NAMESRV_PORT = 9876

@@ -1,7 +1,7 @@
 """PULL_MESSAGE with long polling (PullMessageProcessor, PullRequestHoldService)."""
 from __future__ import annotations
 
-from mqtool.broker.clients import Subscription
+from mqtool.common.subscription import Subscription
 from mqtool_remoting.codes import ResponseCode
 from mqtool_remoting.headers import (PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND, PullMessageRequestHeader,
                               from_ext_fields)

@@ -5,7 +5,8 @@ import ipaddress
 import random
 import time
 
-from mqtool.broker.messages import (BatchFormatError, apply_delay, decode_batch, merge_batch_properties, to_half)
+from mqtool.broker.messages import apply_delay, to_half
+from mqtool_remoting.batch import BatchFormatError, decode_batch, merge_batch_properties
 from mqtool.broker.topics import NOT_ALLOWED_SEND_TOPICS, check_topic_name
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand

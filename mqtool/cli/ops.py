@@ -264,7 +264,7 @@ def producer_list(broker: Annotated[str, typer.Option("-b", "--broker", help="Br
 def namesrv_update_config(settings: Annotated[list[str], typer.Argument(help="key=value pairs")],
                           namesrv: NamesrvOpt = "127.0.0.1:9876") -> None:
     """Change name server settings at run time (mqadmin updateNamesrvConfig)."""
-    from mqtool.broker import javaprops
+    from mqtool_remoting import javaprops
     from mqtool.client.base import check
     from mqtool_remoting.codes import RequestCode
     from mqtool_remoting.command import RemotingCommand

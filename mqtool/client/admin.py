@@ -245,18 +245,18 @@ class Admin(ClientBase):
         return rows
 
     async def broker_config(self, addr: str) -> dict[str, str]:
-        from mqtool.broker import javaprops
+        from mqtool_remoting import javaprops
         resp = check(await self.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG)), "broker config")
         return javaprops.loads(resp.body.decode("utf-8", "replace"))
 
     async def set_broker_config(self, addr: str, props: dict[str, str]) -> str:
-        from mqtool.broker import javaprops
+        from mqtool_remoting import javaprops
         resp = check(await self.invoke(addr, RemotingCommand.request(
             RequestCode.UPDATE_BROKER_CONFIG, body=javaprops.dumps(props).encode())), "update broker config")
         return resp.remark or ""
 
     async def namesrv_config(self) -> dict[str, str]:
-        from mqtool.broker import javaprops
+        from mqtool_remoting import javaprops
         resp = check(await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG)),
                      "name server config")
         return javaprops.loads(resp.body.decode("utf-8", "replace"))

@@ -5,7 +5,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from mqtool.broker.clients import Subscription
+from mqtool.common.subscription import Subscription
 from mqtool.client.base import ClientBase, MessageQueue, check
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode

@@ -8,7 +8,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
-from mqtool.broker.messages import encode_batch
+from mqtool_remoting.batch import encode_batch
 from mqtool.client.base import ClientBase, MessageQueue, TopicRoute
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode

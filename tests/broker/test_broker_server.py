@@ -8,7 +8,7 @@ import pytest
 
 from mqtool.broker.config import BrokerConfig
 from mqtool.broker.controller import BrokerController
-from mqtool.broker.messages import encode_batch
+from mqtool_remoting.batch import encode_batch
 from mqtool.namesrv.server import NameServer
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode

@@ -1,6 +1,6 @@
 import pytest
 
-from mqtool.broker import javaprops
+from mqtool_remoting import javaprops
 from mqtool.broker.config import BrokerConfig, apply_properties
 
 
