@@ -64,3 +64,21 @@ def test_the_client_stands_on_the_protocol_not_on_the_servers():
             for name in names:
                 assert not name.startswith(("mqtool.broker", "mqtool.namesrv", "mqtool.spark", "mqtool.ha")), \
                     f"{f.relative_to(REPO)} imports {name}"
+
+
+def test_top_level_help_loads_no_command_module():
+    import subprocess
+    import sys
+    code = ("import sys; from mqtool.cli import build; build(light=True); "
+            "print(sorted(m for m in sys.modules if m.startswith('mqtool.cli.') and m != 'mqtool.cli.errors'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert out.strip() == "[]", out
+
+
+def test_the_lazy_table_matches_the_commands():
+    """The help texts `mqtool --help` shows without loading a module are the modules' own."""
+    from mqtool.cli import COMMANDS, GROUPS, _load
+    for name, (module, attribute, _panel, text) in GROUPS.items():
+        assert _load(module, attribute).info.help == text, name
+    for name, (module, attribute, _panel, text) in COMMANDS.items():
+        assert _load(module, attribute).__doc__.strip().splitlines()[0] == text, name

@@ -281,3 +281,32 @@ def namesrv_update_config(settings: Annotated[list[str], typer.Argument(help="ke
                                                                body=javaprops.dumps(props).encode())),
                   "update name server config")
     run(namesrv, go)
+
+
+def _wire() -> None:
+    """Hang the admin and operator commands on their groups (done once, when ops is imported)."""
+    from mqtool.cli import admin
+    from mqtool.cli import broker as broker_cli
+    from mqtool.cli import namesrv as namesrv_cli
+    b, n = broker_cli.app, namesrv_cli.app
+    b.add_typer(admin.broker_admin_app, name="admin", hidden=True)
+    b.command("status")(admin.broker_status)
+    b.add_typer(admin.broker_config_app, name="config")
+    b.command("consume-stats")(broker_consume_stats)
+    b.command("clean-expired-cq")(clean_expired_cq)
+    b.command("clean-unused-topic")(clean_unused_topic)
+    b.command("delete-expired-commitlog")(delete_expired_commitlog)
+    n.add_typer(admin.namesrv_admin_app, name="admin", hidden=True)
+    n.command("config")(admin.namesrv_config)
+    n.command("kv")(admin.namesrv_kv)
+    n.command("write-perm")(write_perm)
+    n.command("update-config")(namesrv_update_config)
+    admin.group_app.command("status")(group_status)
+    admin.group_app.command("clone-offset")(group_clone_offset)
+    admin.message_app.command("cq")(message_cq)
+    admin.topic_app.command("clusters")(topic_clusters)
+    admin.cluster_app.command("stats")(stats_all)
+    admin.producer_app.command("list")(producer_list)
+
+
+_wire()
