@@ -10,6 +10,7 @@ order; `java_order` reproduces that for String and small Long keys so output can
 """
 from __future__ import annotations
 
+import functools
 import json
 
 
@@ -26,6 +27,7 @@ class ObjectKey(tuple):
 
 # ------------------------------------------------------------------ Java HashMap order
 
+@functools.lru_cache(maxsize=8192)
 def java_string_hash(s: str) -> int:
     """`String.hashCode()`: over UTF-16 code units, 32-bit wrapping (as an unsigned int)."""
     h = 0
@@ -51,7 +53,16 @@ def java_order(keys, capacity: int = 16) -> list:
     a resize keeps the relative order inside a bucket, so order = (bucket, insertion). Bins that Java
     would turn into trees (8+ colliding keys) are not modelled.
     """
-    keys = list(keys)
+    keys = tuple(keys)
+    try:
+        return list(_order(keys, capacity))
+    except TypeError:                  # an unhashable key: no cache
+        return list(_order.__wrapped__(keys, capacity))
+
+
+@functools.lru_cache(maxsize=1024)
+def _order(keys: tuple, capacity: int) -> tuple:
+    """The same few key sets (a response's extFields) come back on every request: cached."""
     n = 1
     while n < capacity:
         n <<= 1
@@ -61,7 +72,7 @@ def java_order(keys, capacity: int = 16) -> list:
     def bucket(k) -> int:
         h = _java_hash(k)
         return (h ^ (h >> 16)) & (n - 1)
-    return [k for _, _, k in sorted((bucket(k), i, k) for i, k in enumerate(keys))]
+    return tuple(k for _, _, k in sorted((bucket(k), i, k) for i, k in enumerate(keys)))
 
 
 def java_map(d: dict, capacity: int = 16) -> dict:

@@ -1,0 +1,237 @@
+"""Benchmark: the broker's own capacity under pipelined load (issue 11).
+
+A small asyncio client (this process) writes pre-encoded SEND_MESSAGE_V2 frames (128 B bodies by
+default) on C connections with W requests in flight each, to a `mqtool broker` process on
+127.0.0.1 (embedded name server, ASYNC_FLUSH), and counts SUCCESS answers for T seconds after a
+warm-up: msg/s, p50/p99 latency, errors, and the broker's CPU time per message (from /proc).
+Baseline in the same run: the same client against a loopback server that answers every frame
+with a canned response without decoding it (the client's and the loopback's own ceiling).
+
+    python benchmarks/broker_capacity.py [--connections 4] [--window 64] [--size 128] [--seconds 10]
+                                         [--warmup 2] [--quick] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from mqtool_remoting.codes import RequestCode  # noqa: E402
+from mqtool_remoting.command import RemotingCommand  # noqa: E402
+
+TOPIC = "CapacityBench"
+CLK = os.sysconf("SC_CLK_TCK")
+_LEN = struct.Struct(">i")
+
+
+def free_port_pair() -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no two consecutive free ports")
+
+
+def frames(count: int, size: int) -> list[tuple[int, bytes]]:
+    """(opaque, frame) pairs of SEND_MESSAGE_V2 requests, each with its own opaque."""
+    out = []
+    body = b"x" * size
+    for _ in range(count):
+        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {
+            "a": "PID_CAPACITY", "b": TOPIC, "c": "TBW102", "d": 4, "e": -1, "f": 0,
+            "g": int(time.time() * 1000), "h": 0, "i": "WAIT\x01true\x02", "j": 0, "k": False, "m": False},
+            body, language="JAVA")
+        out.append((cmd.opaque, cmd.encode()))
+    return out
+
+
+def _response(buf: bytes) -> tuple[int, int]:
+    """(code, opaque) of a response frame body (JSON header)."""
+    hlen = _LEN.unpack_from(buf, 0)[0] & 0xFFFFFF
+    header = json.loads(buf[4:4 + hlen])
+    return header["code"], header["opaque"]
+
+
+async def load(port: int, conns: int, window: int, size: int, warmup: float, seconds: float) -> dict:
+    per_conn = [frames(window * 4, size) for _ in range(conns)]
+    stats = {"ok": 0, "errors": {}, "rts": []}
+    phase = {"measure": False, "stop": False}
+
+    async def one(pairs):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        sent_at: dict[int, float] = {}
+        it = iter(range(1 << 62))
+        inflight = asyncio.Semaphore(window)
+
+        async def send_loop():
+            while not phase["stop"]:
+                await inflight.acquire()
+                opaque, frame = pairs[next(it) % len(pairs)]
+                sent_at[opaque] = time.perf_counter()
+                writer.write(frame)
+                if writer.transport.get_write_buffer_size() > 1 << 20:
+                    await writer.drain()
+
+        sender = asyncio.create_task(send_loop())
+        buf = bytearray()
+        try:
+            while not phase["stop"]:
+                data = await reader.read(1 << 18)
+                if not data:
+                    break
+                buf += data
+                pos = 0
+                while len(buf) - pos >= 4:
+                    n = _LEN.unpack_from(buf, pos)[0]
+                    if len(buf) - pos - 4 < n:
+                        break
+                    code, opaque = _response(bytes(buf[pos + 4:pos + 4 + n]))
+                    pos += 4 + n
+                    t0 = sent_at.pop(opaque, None)
+                    inflight.release()
+                    if phase["measure"]:
+                        if code == 0:
+                            stats["ok"] += 1
+                            if t0 is not None and len(stats["rts"]) < 2_000_000:
+                                stats["rts"].append(time.perf_counter() - t0)
+                        else:
+                            stats["errors"][code] = stats["errors"].get(code, 0) + 1
+                del buf[:pos]
+        finally:
+            sender.cancel()
+            writer.close()
+
+    tasks = [asyncio.create_task(one(p)) for p in per_conn]
+    await asyncio.sleep(warmup)
+    phase["measure"] = True
+    t0 = time.perf_counter()
+    await asyncio.sleep(seconds)
+    phase["measure"] = False
+    elapsed = time.perf_counter() - t0
+    phase["stop"] = True
+    await asyncio.wait(tasks, timeout=5)
+    rts = sorted(stats["rts"])
+    pct = (lambda q: round(rts[min(len(rts) - 1, int(q * len(rts)))] * 1000, 2) if rts else None)
+    return {"msg_per_s": round(stats["ok"] / elapsed), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
+            "errors": stats["errors"], "seconds": round(elapsed, 2), "answered": stats["ok"]}
+
+
+async def canned_server(port: int) -> asyncio.AbstractServer:
+    """Answers every frame with a SUCCESS response carrying the request's opaque, decoding only the
+    length prefix and the opaque: the client's and loopback's own ceiling."""
+    async def handle(reader, writer):
+        buf = bytearray()
+        while True:
+            data = await reader.read(1 << 18)
+            if not data:
+                break
+            buf += data
+            pos, out = 0, []
+            while len(buf) - pos >= 4:
+                n = _LEN.unpack_from(buf, pos)[0]
+                if len(buf) - pos - 4 < n:
+                    break
+                hlen = _LEN.unpack_from(buf, pos + 4)[0] & 0xFFFFFF
+                opaque = json.loads(bytes(buf[pos + 8:pos + 8 + hlen]))["opaque"]
+                header = json.dumps({"code": 0, "flag": 1, "language": "JAVA", "opaque": opaque,
+                                     "serializeTypeCurrentRPC": "JSON", "version": 0}).encode()
+                out.append(_LEN.pack(4 + len(header)) + _LEN.pack(len(header)) + header)
+                pos += 4 + n
+            del buf[:pos]
+            writer.write(b"".join(out))
+        writer.close()
+    return await asyncio.start_server(handle, "127.0.0.1", port)
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+def run(args) -> dict:
+    result = {"machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
+              "mode": {"flushDiskType": "ASYNC_FLUSH", "connections": args.connections, "window": args.window,
+                       "body_bytes": args.size, "seconds": args.seconds, "warmup_s": args.warmup}}
+    port = free_port_pair()
+
+    async def baseline():
+        server = await canned_server(port)
+        try:
+            return await load(port, args.connections, args.window, args.size, args.warmup, args.seconds)
+        finally:
+            server.close()
+    result["baseline"] = {"canned_loopback_server": asyncio.run(baseline())}
+
+    tmp = Path(tempfile.mkdtemp(prefix="mqtool-bench-capacity-"))
+    port, ns_port = free_port_pair(), free_port_pair()
+    broker = subprocess.Popen([sys.executable, "-m", "mqtool", "broker", "start", "--listen", f"127.0.0.1:{port}",
+                               "--store-dir", str(tmp / "store"), "--embedded-namesrv", f"127.0.0.1:{ns_port}"],
+                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            line = broker.stderr.readline()
+            if "boot success" in line or not line and broker.poll() is not None:
+                break
+        subprocess.run([sys.executable, "-m", "mqtool", "topic", "create", "-t", TOPIC, "-n", f"127.0.0.1:{ns_port}",
+                        "-r", "4", "-w", "4"], cwd=REPO, check=True, capture_output=True, timeout=60)
+        cpu0 = cpu_s(broker.pid)
+        res = asyncio.run(load(port, args.connections, args.window, args.size, args.warmup, args.seconds))
+        cpu = cpu_s(broker.pid) - cpu0
+        total = res["answered"] or 1
+        res["broker_cpu_ms_per_msg"] = round(cpu * 1000 / total * args.seconds / (args.seconds + args.warmup), 4)
+        res["ratio_to_baseline"] = round(res["msg_per_s"] / max(result["baseline"]["canned_loopback_server"]["msg_per_s"], 1), 3)
+        result["mqtool_broker"] = res
+    finally:
+        if broker.poll() is None:
+            os.kill(broker.pid, signal.SIGTERM)
+            try:
+                broker.wait(30)
+            except subprocess.TimeoutExpired:
+                os.kill(broker.pid, signal.SIGKILL)
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--connections", type=int, default=4)
+    ap.add_argument("--window", type=int, default=64)
+    ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--warmup", type=float, default=2.0)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.quick:
+        args.seconds, args.warmup = 1.5, 0.5
+    result = run(args)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
