@@ -32,10 +32,15 @@ SLAVE_REMARK = "message store is slave mode, so putMessage is forbidden"
 
 
 def peer_host(conn) -> tuple[bytes, int]:
-    try:
-        return ipaddress.ip_address(conn.peer_host).packed, int(conn.peer_port)
-    except ValueError:
-        return b"\x7f\0\0\x01", 0
+    """The born host of what a connection sends, worked out once per connection."""
+    born = conn.attrs.get("born_host")
+    if born is None:
+        try:
+            born = ipaddress.ip_address(conn.peer_host).packed, int(conn.peer_port)
+        except ValueError:
+            born = b"\x7f\0\0\x01", 0
+        conn.attrs["born_host"] = born
+    return born
 
 
 def _reply(cmd, ctrl, code, remark=None, ext=None):
