@@ -223,8 +223,9 @@ def compare_commitlogs(master_root: str | os.PathLike, slave_root: str | os.Path
             start = (m if mr.file_at(at) else s).record_start(at)
             diff = Difference(at, m.summary(start), s.summary(start))
         lacks, first_ts = m.count_from(s.max) if s.max < m.max else (0, None)
-        m_names = {f.path.name for f in mr.files}
-        s_names = {f.path.name for f in sr.files}
+        # A file at or past a side's end holds no valid record (a running broker pre-allocates the next one).
+        m_names = {f.path.name for f in mr.files if f.start < max(m.max, 1)}
+        s_names = {f.path.name for f in sr.files if f.start < max(s.max, 1)}
         return StoreDiff(
             str(mr.directory), str(sr.directory), m_size or s_size,
             m.min, m.max, m.end, s.min, s.max, s.end, lo, hi, diff,

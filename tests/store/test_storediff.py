@@ -237,3 +237,13 @@ def test_slave_file_missing_or_short_before_the_last_files(basic_store, master_r
         assert s is None and d.files_only_on_master == (offset_to_file_name(FILE),)
     else:  # the record runs past the slave file's end
         assert s.offset == start and s.size == rec.total_size and s.topic is None and s.error
+
+
+def test_a_preallocated_empty_file_is_not_a_file_only_on_one_side(basic_store, master_records, tmp_path):
+    """A running broker creates its next commitlog file ahead of time, all zeros: no data, no difference."""
+    slave = copy_root(basic_store, tmp_path / "slave")
+    last = sorted((slave / "commitlog").iterdir())[-1]
+    nxt = slave / "commitlog" / f"{int(last.name) + FILE:020d}"
+    nxt.write_bytes(bytes(FILE))
+    d = compare_commitlogs(basic_store, slave)
+    assert d.files_only_on_slave == () and d.in_sync
