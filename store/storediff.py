@@ -223,11 +223,14 @@ def compare_commitlogs(master_root: str | os.PathLike, slave_root: str | os.Path
             start = (m if mr.file_at(at) else s).record_start(at)
             diff = Difference(at, m.summary(start), s.summary(start))
         lacks, first_ts = m.count_from(s.max) if s.max < m.max else (0, None)
-        # A file at or past a side's end holds no valid record (a running broker pre-allocates the next one).
-        m_names = {f.path.name for f in mr.files if f.start < max(m.max, 1)}
-        s_names = {f.path.name for f in sr.files if f.start < max(s.max, 1)}
+        m_names = {f.path.name for f in mr.files}
+        s_names = {f.path.name for f in sr.files}
+        # A file at or past a side's end holds no valid record (a running broker pre-allocates the
+        # next one): it is not reported as that side's own.
+        m_data = {f.path.name for f in mr.files if f.start < max(m.max, 1)}
+        s_data = {f.path.name for f in sr.files if f.start < max(s.max, 1)}
         return StoreDiff(
             str(mr.directory), str(sr.directory), m_size or s_size,
             m.min, m.max, m.end, s.min, s.max, s.end, lo, hi, diff,
             max(0, m.max - s.max), lacks, first_ts, max(0, s.max - m.max),
-            tuple(sorted(m_names - s_names)), tuple(sorted(s_names - m_names)))
+            tuple(sorted(m_data - s_names)), tuple(sorted(s_data - m_names)))
