@@ -18,7 +18,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -32,23 +31,11 @@ sys.path.insert(0, str(REPO))
 from mqtool_remoting.codes import RequestCode  # noqa: E402
 from mqtool_remoting.command import RemotingCommand  # noqa: E402
 
+from broker_produce import free_port_pair  # noqa: E402 - this folder's scripts share it
+
 TOPIC = "CapacityBench"
 CLK = os.sysconf("SC_CLK_TCK")
 _LEN = struct.Struct(">i")
-
-
-def free_port_pair() -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no two consecutive free ports")
 
 
 def frames(count: int, size: int) -> list[tuple[int, bytes]]:

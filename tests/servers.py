@@ -37,6 +37,17 @@ def free_port_pair() -> int:
     raise RuntimeError("no two consecutive free ports on 127.0.0.1")
 
 
+def wait_until(what: str, check, timeout: float = 30, every: float = 0.05):
+    """Poll `check` until it returns something true (returned), or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def wait_for_line(proc, needle: str, timeout: float = 30) -> list[str]:
     lines, deadline = [], time.time() + timeout
     while time.time() < deadline:

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from mqtool_store.commitlog import decode_record
 from mqtool_store.reader import CommitLogReader
 from tests.conftest import json_lines, run_cli
 from tests.interop.conftest import HAVE_CPP, run_cpp
-from tests.servers import FAST_LEVELS, Process, free_port, free_port_pair
+from tests.servers import FAST_LEVELS, Process, free_port, free_port_pair, wait_until
 
 pytestmark = pytest.mark.slow
 needs_cpp = pytest.mark.skipif(not HAVE_CPP, reason="C++ client wheel not loadable here")
@@ -83,16 +82,6 @@ def ha_status(g: Group) -> dict:
     proc = run_cli("ha", "status", "-n", g.ns, "--json", check=True)
     [entry] = json_lines(proc.stdout)
     return entry
-
-
-def wait_until(what, check, timeout: float = 30, every: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def slave_in_sync(g: Group, count: int = 1):

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import json_lines, run_cli
 from tests.ha.fakepeers import HEADER, FakeMaster, FakeSlave
-from tests.servers import Process, free_port, free_port_pair
+from tests.servers import Process, free_port, free_port_pair, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -29,16 +29,6 @@ FIXTURE_FILE = 1024 * 1024       # mappedFileSizeCommitLog of the 4.9.8 fixture 
 BATCH = 4096
 MESSAGE_MAGIC, BLANK_MAGIC = -626843481, -875286124     # commit log record magic codes (4.x)
 CQ_UNIT = struct.Struct(">qiq")  # consume queue unit: commit log offset, size, tags code
-
-
-def wait_until(what: str, check, timeout: float = 10, every: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Broker:
