@@ -52,6 +52,7 @@ class BrokerConfig:
     rejectTransactionMessage: bool = False
     enablePropertyFilter: bool = False
     slaveReadEnable: bool = False
+    metricsPort: int = 0          # mqtool's: Prometheus /metrics on this port (0: off); not a 4.9.8 key
 
     @property
     def broker_addr(self) -> str:

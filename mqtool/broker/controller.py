@@ -128,6 +128,7 @@ class BrokerController:
         self.boot_ms = int(time.time() * 1000)
         self.ha_master = None
         self.ha_slave = None
+        self.metrics = None
         self.slave_sync = replica.SlaveSynchronize(self) if self.is_slave else None
         self.running = False
         self.writeable = True
@@ -148,6 +149,8 @@ class BrokerController:
             self.config.listenPort = self.server.port
             self.store.store_host = (self.store.store_host[0], self.server.port)
         await self._start_ha(host)
+        if self.config.metricsPort:
+            await self._start_metrics(host)
         self.running = True
         if self.is_slave:
             self.slave_sync.start()
@@ -188,6 +191,19 @@ class BrokerController:
             raise OSError(f"cannot listen on the HA port {self.store_config.haListenPort} (listenPort + 1): "
                           f"{exc.strerror or exc}") from None
 
+    async def _start_metrics(self, host: str) -> None:
+        from mqtool.broker.metrics import MetricsServer
+        try:
+            self.metrics = await MetricsServer(self).start(host, self.config.metricsPort)
+        except OSError:
+            if self.ha_master is not None:
+                await self.ha_master.stop()
+            if self.ha_slave is not None:
+                await self.ha_slave.stop()
+            await self.server.stop()
+            await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
+            raise
+
     def role_line(self) -> str:
         role = self.store_config.brokerRole
         if self.is_slave:
@@ -213,6 +229,8 @@ class BrokerController:
             await self.ha_master.stop()
         if self.ha_slave is not None:
             await self.ha_slave.stop()
+        if self.metrics is not None:
+            await self.metrics.stop()
         await self.unregister_all()
         await self.namesrv_client.close()
         await self.server.stop()

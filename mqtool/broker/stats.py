@@ -59,6 +59,7 @@ class Totals:
     get_found: int = 0             # pulls that found messages
     get_miss: int = 0              # pulls that found none
     get_msgs: int = 0              # messages sent to consumers (getTransferedTps, msgGetTotal*)
+    get_bytes: int = 0             # their bytes (the metrics endpoint's counters)
 
 
 @dataclass
@@ -89,6 +90,9 @@ class BrokerStats:
         self.totals = Totals()
         self.samples: deque = deque(maxlen=SAMPLES)        # (time, put_msgs, found, miss, get_msgs)
         self.keys: dict[tuple[str, str], KeyCounter] = defaultdict(KeyCounter)
+        # Totals since start for the metrics endpoint's counters: topic -> [msgs, bytes], (topic, group) -> same.
+        self.topic_totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        self.group_totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
         self.day = time.localtime(clock()).tm_yday
         self.morning = {"put": 0, "get": 0}
         self.yesterday_morning = {"put": 0, "get": 0}
@@ -108,6 +112,9 @@ class BrokerStats:
         t = self.totals
         t.put_msgs += msgs
         t.put_bytes += nbytes
+        per_topic = self.topic_totals[topic]
+        per_topic[0] += msgs
+        per_topic[1] += nbytes
         minute = self._minute()
         self.keys[(TOPIC_PUT_NUMS, topic)].add(msgs, minute)
         self.keys[(TOPIC_PUT_SIZE, topic)].add(nbytes, minute)
@@ -129,6 +136,10 @@ class BrokerStats:
         if msgs:
             t.get_found += 1
             t.get_msgs += msgs
+            t.get_bytes += nbytes
+            per_group = self.group_totals[(topic, group)]
+            per_group[0] += msgs
+            per_group[1] += nbytes
             minute = self._minute()
             self.keys[(GROUP_GET_NUMS, f"{topic}@{group}")].add(msgs, minute)
             self.keys[(GROUP_GET_SIZE, f"{topic}@{group}")].add(nbytes, minute)

@@ -24,6 +24,8 @@ def start(
     broker_ip: Annotated[Optional[str], typer.Option("--broker-ip", help="brokerIP1: the address clients are given.")] = None,
     embedded_namesrv: Annotated[Optional[str], typer.Option(
         "--embedded-namesrv", help="HOST:PORT for the embedded name server (default 0.0.0.0:9876).")] = None,
+    metrics_port: Annotated[Optional[int], typer.Option(
+        "--metrics-port", help="metricsPort: serve Prometheus metrics at http://HOST:PORT/metrics (default off).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Start a broker. With no name server given anywhere, an embedded one runs in the same process."""
@@ -48,6 +50,8 @@ def start(
             host, cfg.listenPort = parse_listen(listen)
         if store_dir:
             cfg.storePathRootDir = str(store_dir)
+        if metrics_port is not None:
+            cfg.metricsPort = metrics_port
         if broker_ip:
             cfg.brokerIP1 = broker_ip
         elif listen and host not in ("0.0.0.0", "::"):
