@@ -35,6 +35,8 @@ COMMANDS = {
              "Send messages; one result line per message (status, msgId, broker, queue, queue offset)."),
     "consume": ("consume", "consume", "Messages",
                 "Consume messages: a real group (-g), or explicit queues from a start position."),
+    "top": ("top", "top", "Administration",
+            "A live view of a cluster: brokers, the busiest topics, consumer groups with lag and its trend."),
 }
 # mqadmin's names, hidden, for muscle memory: name -> (module, attribute).
 ALIASES = {

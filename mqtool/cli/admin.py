@@ -1,6 +1,7 @@
 """mqadmin-style administration: topic, cluster, broker, group, message. Table by default, --json everywhere."""
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -10,6 +11,7 @@ from mqtool.cli.output import console, emit_json, fmt_time, parse_time, table
 from mqtool.cli.send import NamesrvOpt
 
 JsonOpt = Annotated[bool, typer.Option("--json")]
+WatchOpt = Annotated[Optional[float], typer.Option("--watch", min=0.2, help="Refresh every SECONDS until Ctrl-C.")]
 topic_app = typer.Typer(help="Create, delete, list and inspect topics.", no_args_is_help=True)
 cluster_app = typer.Typer(help="Clusters and their brokers.", no_args_is_help=True)
 broker_admin_app = typer.Typer(help="Broker status.", no_args_is_help=True)
@@ -29,6 +31,40 @@ def run(namesrv: str, fn):
         finally:
             await admin.close()
     return asyncio.run(go())
+
+
+def watch_rows(namesrv: str, fetch, seconds: float, json_out: bool, columns: list[str], summary) -> None:
+    """Fetch and redraw every `seconds` until Ctrl-C: a table in place, or with --json one line per
+    refresh ({"time": ms, "rows": [...]})."""
+    import asyncio
+    import time
+
+    from mqtool.client.admin import Admin
+
+    async def go():
+        from rich.console import Group
+        from rich.live import Live
+        admin = Admin(namesrv)
+        try:
+            if json_out:
+                while True:
+                    emit_json({"time": int(time.time() * 1000), "rows": await fetch(admin)})
+                    sys.stdout.flush()
+                    await asyncio.sleep(seconds)
+            with Live(console=console, auto_refresh=False) as live:
+                while True:
+                    rows = await fetch(admin)
+                    t = table(*columns, title=f"every {seconds:g}s, {fmt_time(int(time.time() * 1000))}")
+                    for r in rows:
+                        t.add_row(*(str(r.get(c, "")) for c in columns))
+                    live.update(Group(t, summary(rows)), refresh=True)
+                    await asyncio.sleep(seconds)
+        finally:
+            await admin.close()
+    try:
+        asyncio.run(go())
+    except KeyboardInterrupt:
+        return
 
 
 def out_rows(rows: list[dict], json_out: bool, columns: list[str], title: str | None = None) -> None:
@@ -99,12 +135,19 @@ def topic_route(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: N
 
 @topic_app.command("status")
 def topic_status(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
-                 json_out: JsonOpt = False) -> None:
+                 json_out: JsonOpt = False, watch: WatchOpt = None) -> None:
     """Min and max offset of every queue of the topic."""
-    rows = run(namesrv, lambda a: a.topic_status(topic))
-    for r in rows:
-        r["last_update_time"] = fmt_time(r["last_update"]) if r["last_update"] else "-"
-    out_rows(rows, json_out, ["broker", "queue_id", "min_offset", "max_offset", "last_update_time"])
+    columns = ["broker", "queue_id", "min_offset", "max_offset", "last_update_time"]
+
+    async def rows(a):
+        out = await a.topic_status(topic)
+        for r in out:
+            r["last_update_time"] = fmt_time(r["last_update"]) if r["last_update"] else "-"
+        return out
+    if watch:
+        watch_rows(namesrv, rows, watch, json_out, columns, lambda rs: f"Max offset total: {sum(r['max_offset'] for r in rs)}")
+        return
+    out_rows(run(namesrv, rows), json_out, columns)
 
 
 @cluster_app.command("list")
@@ -143,10 +186,15 @@ def broker_status(broker: Annotated[str, typer.Option("-b", "--broker", help="Br
 @group_app.command("progress")
 def group_progress(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                    topic: Annotated[Optional[str], typer.Option("-t", "--topic")] = None,
-                   json_out: JsonOpt = False) -> None:
+                   json_out: JsonOpt = False, watch: WatchOpt = None) -> None:
     """Per queue: broker offset, consumer offset and lag (mqadmin consumerProgress)."""
+    columns = ["topic", "broker", "queue_id", "broker_offset", "consumer_offset", "lag"]
+    if watch:
+        watch_rows(namesrv, lambda a: a.group_progress(group, topic), watch, json_out, columns,
+                   lambda rs: f"Diff Total: {sum(r['lag'] for r in rs)}")
+        return
     rows = run(namesrv, lambda a: a.group_progress(group, topic))
-    out_rows(rows, json_out, ["topic", "broker", "queue_id", "broker_offset", "consumer_offset", "lag"])
+    out_rows(rows, json_out, columns)
     if not json_out:
         console.print(f"Diff Total: {sum(r['lag'] for r in rows)}")
 

@@ -1,0 +1,165 @@
+"""What `mqtool top` shows: a cluster's brokers, topics and consumer groups, sampled again and again.
+
+Each sample asks every master three things: its runtime info (GET_BROKER_RUNTIME_INFO: put/get TPS,
+disk), its topics' queue offsets (GET_ALL_TOPIC_CONFIG, then GET_TOPIC_STATS_INFO per topic) and
+every group's progress (GET_BROKER_CONSUME_STATS, one request). Topic and group rates are the change
+of offsets between two samples over the time between them, so they are live, not last-minute averages.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from mqtool.client.admin import Admin, _num
+from mqtool.client.base import check
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import RemotingCommandError, RemotingError
+
+TREND_POINTS = 20                    # samples kept per group for the lag sparkline
+SPARKS = "▁▂▃▄▅▆▇█"
+SYSTEM_PREFIXES = ("rmq_sys_", "RMQ_SYS_", "%RETRY%", "%DLQ%", "SCHEDULE_TOPIC", "TBW102", "SELF_TEST_TOPIC",
+                   "OFFSET_MOVED_EVENT", "BenchmarkTest", "TRANS_CHECK_MAX_TIME_TOPIC")
+CONCURRENCY = 32                     # topic stats requests in flight per broker
+
+
+def sparkline(values: list[int] | deque) -> str:
+    """One character per value, scaled between the smallest and the largest."""
+    vals = list(values)
+    if not vals:
+        return ""
+    lo, hi = min(vals), max(vals)
+    if hi == lo:
+        return SPARKS[0] * len(vals)
+    return "".join(SPARKS[int((v - lo) * (len(SPARKS) - 1) / (hi - lo))] for v in vals)
+
+
+def is_system_topic(topic: str, broker_names: set[str], clusters: set[str]) -> bool:
+    return (topic.startswith(SYSTEM_PREFIXES) or topic in broker_names or topic in clusters
+            or topic.endswith("_REPLY_TOPIC"))
+
+
+def rate(now: float, before: float | None, dt: float) -> float | None:
+    if before is None or dt <= 0:
+        return None
+    return max(now - before, 0) / dt
+
+
+@dataclass
+class Sample:
+    time: float
+    brokers: list[dict] = field(default_factory=list)
+    topics: dict[str, int] = field(default_factory=dict)                 # topic -> sum of max offsets
+    groups: dict[tuple[str, str], dict] = field(default_factory=dict)    # (group, topic) -> offsets, lag
+
+
+class ClusterWatch:
+    """Samples one cluster (or all) and turns two consecutive samples into rates."""
+
+    def __init__(self, admin: Admin, cluster: str | None = None, system: bool = False):
+        self.admin, self.cluster, self.system = admin, cluster, system
+        self.last: Sample | None = None
+        self.trends: dict[tuple[str, str], deque] = {}
+
+    async def sample(self) -> Sample:
+        info = await self.admin.cluster_info()
+        clusters = info.get("clusterAddrTable", {})
+        if self.cluster and self.cluster not in clusters:
+            raise RemotingCommandError(1, f"no cluster named {self.cluster}", "cluster")
+        names = set(info.get("brokerAddrTable", {}))
+        s = Sample(time.monotonic())
+        masters = []
+        for cluster_name, members in sorted(clusters.items()):
+            if self.cluster not in (None, cluster_name):
+                continue
+            for name in sorted(members):
+                addrs = info["brokerAddrTable"].get(name, {}).get("brokerAddrs", {})
+                for bid, addr in sorted(addrs.items(), key=lambda kv: int(kv[0])):
+                    s.brokers.append(await self._broker(cluster_name, name, int(bid), addr))
+                    if int(bid) == 0:
+                        masters.append(addr)
+        for addr in masters:
+            await self._topics(addr, s, names, set(clusters))
+            await self._groups(addr, s)
+        return s
+
+    async def _broker(self, cluster: str, name: str, bid: int, addr: str) -> dict:
+        row = {"cluster": cluster, "broker": name, "broker_id": bid, "address": addr}
+        try:
+            kv = await self.admin.broker_runtime(addr)
+        except (RemotingError, RemotingCommandError, OSError) as exc:
+            return dict(row, reachable=False, error=str(exc))
+        return dict(row, reachable=True,
+                    put_tps=_num((kv.get("putTps") or "0").split(" ")[0], float),
+                    get_tps=_num((kv.get("getTransferedTps") or "0").split(" ")[0], float),
+                    disk_ratio=_num(kv.get("commitLogDiskRatio"), float),
+                    commitlog_max_offset=_num(kv.get("commitLogMaxOffset"), int),
+                    put_today=_num(kv.get("msgPutTotalTodayNow"), int) - _num(kv.get("msgPutTotalTodayMorning"), int),
+                    get_today=_num(kv.get("msgGetTotalTodayNow"), int) - _num(kv.get("msgGetTotalTodayMorning"), int))
+
+    async def _topics(self, addr: str, s: Sample, broker_names: set[str], clusters: set[str]) -> None:
+        try:
+            resp = check(await self.admin.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG)),
+                         "topic configs")
+        except (RemotingError, RemotingCommandError, OSError):
+            return
+        topics = [t for t in jsonbody.loads(resp.body).get("topicConfigTable", {})
+                  if self.system or not is_system_topic(t, broker_names, clusters)]
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(topic: str) -> None:
+            async with gate:
+                try:
+                    r = await self.admin.invoke(addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO,
+                                                                              {"topic": topic}))
+                except (RemotingError, OSError):
+                    return
+            if r.code == 0 and r.body:
+                table = jsonbody.loads(r.body).get("offsetTable", {})
+                s.topics[topic] = s.topics.get(topic, 0) + sum(v["maxOffset"] for v in table.values())
+        await asyncio.gather(*(one(t) for t in topics))
+
+    async def _groups(self, addr: str, s: Sample) -> None:
+        try:
+            resp = check(await self.admin.invoke(addr, RemotingCommand.request(
+                RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": False}), 10), "broker consume stats")
+        except (RemotingError, RemotingCommandError, OSError):
+            return
+        now_ms = int(time.time() * 1000)
+        for entry in jsonbody.loads(resp.body).get("consumeStatsList", []):
+            for group, per_topic in entry.items():
+                for stats in per_topic:
+                    for key, w in stats.get("offsetTable", {}).items():
+                        topic = key.as_dict().get("topic", "") if hasattr(key, "as_dict") else ""
+                        g = s.groups.setdefault((group, topic), {"broker_offset": 0, "consumer_offset": 0,
+                                                                 "lag": 0, "behind_ms": 0})
+                        g["broker_offset"] += w["brokerOffset"]
+                        g["consumer_offset"] += w["consumerOffset"]
+                        lag = max(w["brokerOffset"] - w["consumerOffset"], 0)
+                        g["lag"] += lag
+                        last = w.get("lastTimestamp") or 0
+                        if lag and last:
+                            g["behind_ms"] = max(g["behind_ms"], now_ms - last)
+
+    async def step(self) -> dict:
+        """Take a sample and return the view: rates against the previous sample (None on the first)."""
+        s = await self.sample()
+        before = self.last
+        dt = s.time - before.time if before else 0.0
+        topics = []
+        for topic, offset in s.topics.items():
+            prev = before.topics.get(topic) if before else None
+            topics.append({"topic": topic, "max_offset": offset, "put_tps": rate(offset, prev, dt)})
+        groups = []
+        for (group, topic), g in s.groups.items():
+            trend = self.trends.setdefault((group, topic), deque(maxlen=TREND_POINTS))
+            trend.append(g["lag"])
+            prev = before.groups.get((group, topic)) if before else None
+            groups.append(dict(g, group=group, topic=topic, trend=list(trend),
+                               consume_tps=rate(g["consumer_offset"], prev["consumer_offset"] if prev else None, dt)))
+        self.last = s
+        return {"time": int(time.time() * 1000), "interval_s": round(dt, 3) if before else None,
+                "brokers": s.brokers, "topics": topics, "groups": groups}
