@@ -209,9 +209,9 @@ class BrokerStats:
         return out
 
     def minute_tps(self, name: str, key: str) -> float:
-        """tpsGroupGetNums and the like: the last minute's sum per second."""
-        data = self.key_stats(name, key)
-        return data["statsMinute"]["tps"] if data else 0.0
+        """tpsGroupGetNums and the like: the last minute's sum per second (statsMinute's tps)."""
+        counter = self.keys.get((name, key))
+        return counter.window(self._minute(), 1)[0] / 60 if counter is not None else 0.0
 
 
 SENT_CODES = frozenset({0, 10, 11, 12})      # SUCCESS, FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT
