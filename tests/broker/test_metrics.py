@@ -160,3 +160,29 @@ def test_no_metrics_port_no_endpoint(tmp_path):
             await broker.stop()
             await ns.stop()
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_ha_lag_per_slave(tmp_path):
+    from tests.ha.fakepeers import FakeSlave
+
+    async def scenario():
+        port = free_port()
+        ns, broker = await start_pair(tmp_path, metricsPort=port)
+        c = RemotingClient()
+        try:
+            for _ in range(3):
+                await c.invoke(broker.config.broker_addr, send_cmd(TOPIC))
+            top = broker.store.commitlog_max_offset
+            with FakeSlave(f"127.0.0.1:{broker.ha_master.port}") as slave:
+                slave.report(100)
+                for _ in range(200):
+                    if any(conn.ack_offset == 100 for conn in broker.ha_master.connections):
+                        break
+                    await asyncio.sleep(0.02)
+                found = samples((await http_get(port))[2])
+                assert value(found, "mqtool_ha_slave_lag_bytes", broker="broker-a") == top - 100
+        finally:
+            await c.close()
+            await broker.stop()
+            await ns.stop()
+    asyncio.run(asyncio.wait_for(scenario(), 60))
