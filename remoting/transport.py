@@ -82,7 +82,15 @@ class Connection:
         if self.handler is None:
             log.debug("no handler for request %s from %s", cmd.code, self.peer)
             return
-        task = asyncio.get_running_loop().create_task(self._handle(cmd))
+        # Run the handler at once, in this task: most requests (a send under ASYNC_FLUSH, a heartbeat)
+        # never wait, and finish here without a task of their own. One that does wait is handed,
+        # at its first wait, to a task that carries it on.
+        coro = self._handle(cmd)
+        try:
+            waiting_on = coro.send(None)
+        except StopIteration:
+            return
+        task = asyncio.get_running_loop().create_task(_carry_on(coro, waiting_on))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -163,6 +171,7 @@ class Connection:
         """Close now, from sync code too: pending requests fail with RemotingClosed."""
         if self.closed.is_set():
             return
+        self._flush()                          # answers already made leave before the close
         self.closed.set()
         for fut in self.pending.values():
             if not fut.done():
@@ -186,6 +195,34 @@ class Connection:
             if t is not asyncio.current_task():
                 t.cancel()
         await asyncio.gather(*(t for t in tasks if t is not asyncio.current_task()), return_exceptions=True)
+
+
+async def _carry_on(coro, waiting_on) -> None:
+    """Drive a coroutine that was started outside a task to its end: wait for what it waits on
+    (a future, or one loop turn for a bare yield), then resume it; it reads the future's outcome
+    itself. Cancelling this task cancels the future, which the coroutine then sees."""
+    while True:
+        if waiting_on is None:
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError as exc:
+                try:
+                    waiting_on = coro.throw(exc)
+                except StopIteration:
+                    return
+                continue
+        else:
+            # The coroutine's yield marked the future as awaited (what a Task clears before it waits).
+            waiting_on._asyncio_future_blocking = False
+            try:
+                await waiting_on
+            except BaseException:  # noqa: BLE001 - the coroutine gets the outcome from the future
+                if not waiting_on.done():
+                    waiting_on.cancel()
+        try:
+            waiting_on = coro.send(None)
+        except StopIteration:
+            return
 
 
 def _checked_frame(cmd: RemotingCommand) -> bytes:
