@@ -35,14 +35,15 @@ def to_ext_fields(header) -> dict[str, str]:
     return out
 
 
-def from_ext_fields(cls, ext: dict[str, str]):
-    """Build header `cls` from extFields; HeaderError names the missing or unparsable required field."""
+def from_ext_fields(cls, ext: dict[str, str], letters: dict[str, str] | None = None):
+    """Build header `cls` from extFields; HeaderError names the missing or unparsable required field.
+    `letters` maps a field to the key it travels under (SendMessageRequestHeaderV2's one-letter names)."""
     kwargs = {}
-    for name, (kind, required) in _spec(cls).items():
-        raw = ext.get(name)
+    for name, key, kind, parse, required in _plan(cls, letters):
+        raw = ext.get(key)
         if raw is not None:
             try:
-                kwargs[name] = _parse(kind, str(raw))
+                kwargs[name] = parse(raw if type(raw) is str else str(raw))
                 continue
             except ValueError:
                 if required:
@@ -52,6 +53,19 @@ def from_ext_fields(cls, ext: dict[str, str]):
         if required:
             raise HeaderError(f"the request header misses required field {name!r}")
     return cls(**kwargs)
+
+
+_PLANS: dict[tuple[type, int], list] = {}
+
+
+def _plan(cls, letters: dict[str, str] | None) -> list:
+    """(field, key, kind, parser, required) per field, worked out once per class and key mapping."""
+    plan = _PLANS.get((cls, id(letters)))
+    if plan is None:
+        plan = [(name, (letters or {}).get(name, name), kind, _PARSERS[kind], required)
+                for name, (kind, required) in _spec(cls).items()]
+        _PLANS[(cls, id(letters))] = plan
+    return plan
 
 
 _KIND_TEXT = {"str": "text", "int": "a 32-bit integer", "long": "a 64-bit integer", "bool": "true/false",
@@ -81,18 +95,33 @@ def _kind(hint) -> str:
 
 
 def _parse(kind: str, raw: str):
-    if kind == "str":
-        return raw
-    if kind == "bool":
-        return raw.lower() == "true"          # Boolean.parseBoolean: no trimming, anything else is false
-    if kind in ("int", "long"):
+    return _PARSERS[kind](raw)
+
+
+def _parse_bool(raw: str) -> bool:
+    return raw.lower() == "true"          # Boolean.parseBoolean: no trimming, anything else is false
+
+
+def _integer(lo: int, hi: int, digits: int):
+    def parse(raw: str) -> int:
+        # Common case first: plain ASCII digits short enough to be in range (Python's int() alone
+        # would also take spaces, underscores and non-ASCII digits, which Java refuses).
+        if len(raw) < digits and raw.isdigit() and raw.isascii():
+            return int(raw)
         if not _JAVA_INT.match(raw):
             raise ValueError(raw)
         v = int(raw)
-        lo, hi = _INT_RANGE if kind == "int" else _LONG_RANGE
         if not lo <= v <= hi:
             raise ValueError(raw)
         return v
+    return parse
+
+
+def _parse_float(raw: str) -> float:
     if not _JAVA_DOUBLE.match(raw):
         raise ValueError(raw)
     return float(raw.strip().rstrip("fFdD"))
+
+
+_PARSERS = {"str": str, "bool": _parse_bool, "int": _integer(*_INT_RANGE, 10), "long": _integer(*_LONG_RANGE, 19),
+            "float": _parse_float}

@@ -44,7 +44,7 @@ _V2_BACK = {v: k for k, v in V2_FIELDS.items()}
 def send_header_from_v2(ext: dict[str, str]) -> SendMessageRequestHeader:
     """Parse a V2 header; HeaderError names the Java V1 field (and its letter)."""
     try:
-        return from_ext_fields(SendMessageRequestHeader, {V2_FIELDS[k]: v for k, v in ext.items() if k in V2_FIELDS})
+        return from_ext_fields(SendMessageRequestHeader, ext, _V2_BACK)
     except HeaderError as exc:
         raise HeaderError(f"{exc} (V2 letter {_letters_in(str(exc))})") from None
 
