@@ -78,17 +78,15 @@ class RemotingCommand:
         if self.serialize_type == SerializeType.ROCKETMQ:
             return self._encode_binary_header()
         # Alphabetical, as fastjson orders bean properties; None-valued properties are left out.
-        obj: dict = {"code": self.code}
-        if self.ext_fields:
-            obj["extFields"] = jsonbody.java_map(self.ext_fields)
-        obj["flag"] = self.flag
-        obj["language"] = _language_name(self.language)
-        obj["opaque"] = self.opaque
-        if self.remark is not None:
-            obj["remark"] = self.remark
-        obj["serializeTypeCurrentRPC"] = "JSON"
-        obj["version"] = self.version
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+        # Numbers and the fixed names are formatted directly; only text goes through the encoder.
+        ext = f'"extFields":{_dumps(jsonbody.java_map(self.ext_fields))},' if self.ext_fields else ""
+        remark = f'"remark":{_dumps(self.remark)},' if self.remark is not None else ""
+        language = _language_name(self.language)
+        if language not in _PLAIN_LANGUAGES:
+            language = _dumps(language)[1:-1]
+        return (f'{{"code":{int(self.code)},{ext}"flag":{int(self.flag)},"language":"{language}",'
+                f'"opaque":{int(self.opaque)},{remark}"serializeTypeCurrentRPC":"JSON",'
+                f'"version":{int(self.version)}}}').encode()
 
     def _encode_binary_header(self) -> bytes:
         remark = self.remark.encode() if self.remark else b""
@@ -103,6 +101,10 @@ class RemotingCommand:
         return _BIN_FIXED.pack(self.code & 0xFFFF, _language_code(self.language), self.version & 0xFFFF,
                                self.opaque & 0xFFFFFFFF, self.flag & 0xFFFFFFFF) + \
             _INT.pack(len(remark)) + remark + _INT.pack(len(ext)) + ext
+
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_PLAIN_LANGUAGES = frozenset(lang.name for lang in LanguageCode)
 
 
 def ext_text(ext: dict | None) -> dict[str, str]:
@@ -180,7 +182,8 @@ def _decode_json_header(header: bytes) -> RemotingCommand:
         return RemotingCommand(
             code=_int(obj["code"]), opaque=_int(obj.get("opaque")), flag=_int(obj.get("flag")),
             remark=None if remark is None else _text(remark),
-            ext_fields={str(k): _text(v) for k, v in ext.items() if v is not None},
+            ext_fields=ext if all(type(v) is str for v in ext.values()) else  # Java sends strings only
+            {str(k): _text(v) for k, v in ext.items() if v is not None},
             language=_json_language(obj.get("language")), version=_int(obj.get("version")))
     except (TypeError, ValueError, OverflowError) as exc:
         raise FrameError(f"bad header field: {exc}") from None
