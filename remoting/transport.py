@@ -139,20 +139,25 @@ class Connection:
         if self.closed.is_set():
             raise RemotingClosed(self.peer)
         frame = _checked_frame(cmd)
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
         self.pending[cmd.opaque] = fut
+        # One timer per request, no task: many requests in flight on one connection stay cheap.
+        timer = loop.call_later(timeout_s, _time_out, fut, self.peer, timeout_s)
         try:
             self._write(frame)
-            return await asyncio.wait_for(self._drained_then(fut), timeout_s)
-        except asyncio.TimeoutError:
-            raise RemotingTimeout(self.peer, timeout_s) from None
+            if self._backlogged():
+                await self.drain()
+            return await fut
         finally:
+            timer.cancel()
             if self.pending.get(cmd.opaque) is fut:
                 del self.pending[cmd.opaque]
 
-    async def _drained_then(self, fut: asyncio.Future) -> RemotingCommand:
-        await self.drain()
-        return await fut
+    def _backlogged(self) -> bool:
+        """More than the transport's high-water mark is waiting to be sent (drain would wait)."""
+        transport = self.writer.transport
+        return transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]
 
     async def oneway(self, cmd: RemotingCommand) -> None:
         cmd.flag |= RPC_ONEWAY
@@ -195,6 +200,11 @@ class Connection:
             if t is not asyncio.current_task():
                 t.cancel()
         await asyncio.gather(*(t for t in tasks if t is not asyncio.current_task()), return_exceptions=True)
+
+
+def _time_out(fut: asyncio.Future, peer: str, timeout_s: float) -> None:
+    if not fut.done():
+        fut.set_exception(RemotingTimeout(peer, timeout_s))
 
 
 async def _carry_on(coro, waiting_on) -> None:

@@ -50,10 +50,15 @@ class TopicRoute:
         return {a for addrs in self.brokers.values() for a in addrs.values()}
 
     def write_queues(self) -> list[MessageQueue]:
+        """The queues a producer may send to (worked out once per route: a route is replaced, not changed)."""
+        cached = self.__dict__.get("_write_queues")
+        if cached is not None:
+            return cached
         out = []
         for q in sorted(self.queues, key=lambda q: q["brokerName"]):
             if q.get("perm", 6) & 2 and self.master(q["brokerName"]):
                 out += [MessageQueue(self.topic, q["brokerName"], i) for i in range(q["writeQueueNums"])]
+        self.__dict__["_write_queues"] = out
         return out
 
     def read_queues(self) -> list[MessageQueue]:

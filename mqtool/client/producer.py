@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from mqtool_remoting.batch import encode_batch
 from mqtool.client.base import ClientBase, MessageQueue, TopicRoute
 from mqtool_remoting import jsonbody
-from mqtool_remoting.codes import RequestCode, ResponseCode
-from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.codes import RPC_ONEWAY, RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand, next_opaque
 from mqtool_remoting.errors import RemotingCommandError, RemotingError
-from mqtool_remoting.headers import SendMessageRequestHeader, send_header_to_v2
 from mqtool_store.properties import format_properties
 
 COMPRESS_OVER = 4096
@@ -156,10 +155,7 @@ class Producer(ClientBase):
             else:
                 mq = self._pick(queues, avoid)
             addr = route.master(mq.broker_name)
-            header = SendMessageRequestHeader(self.group, topic, "TBW102", 4, mq.queue_id, sys_flag,
-                                              int(time.time() * 1000), flag, props_text, 0, False, batch)
-            code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-            cmd = RemotingCommand.request(code, send_header_to_v2(header), body, oneway=oneway)
+            cmd = send_request(self.group, topic, mq.queue_id, sys_flag, flag, props_text, body, batch, oneway)
             try:
                 await self._heartbeat(addr)
                 if oneway:
@@ -180,6 +176,17 @@ class Producer(ClientBase):
                 route = await self.publish_route(topic, refresh=True)
                 queues = route.write_queues() or queues
         raise last_exc
+
+
+def send_request(group: str, topic: str, queue_id: int, sys_flag: int, flag: int, props_text: str, body: bytes,
+                 batch: bool, oneway: bool) -> RemotingCommand:
+    """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) with SendMessageRequestHeaderV2's one-letter fields,
+    written straight as the strings they travel as (what send_header_to_v2 gives, field by field)."""
+    ext = {"a": group, "b": topic, "c": DEFAULT_TOPIC, "d": "4", "e": str(queue_id), "f": str(sys_flag),
+           "g": str(int(time.time() * 1000)), "h": str(flag), "i": props_text, "j": "0", "k": "false",
+           "m": "true" if batch else "false"}
+    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+    return RemotingCommand(int(code), next_opaque(), RPC_ONEWAY if oneway else 0, None, ext, body, "PYTHON")
 
 
 COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0   # END_TRANSACTION commitOrRollback values
