@@ -231,6 +231,8 @@ def main() -> int:
                          "msg_per_s": round(pulled["messages"] / pulled["seconds"]) if pulled["seconds"] else 0},
             "python_client_1_thread": python_client(ns, "BenchTopic", 1, py_count),
             "python_client_4_tasks": python_client(ns, "BenchTopic", 4, py_count),
+            # pipelined: 128 sends in flight on the producer's one connection to the broker
+            "python_client_128_in_flight": python_client(ns, "BenchTopic", 128, py_count * 6),
             "python_consumer_drain": python_drain(ns, "BenchTopic", total),
         }
         for k in ("cpp_1_thread", "cpp_4_threads", "cpp_4_processes"):
