@@ -16,6 +16,8 @@ def apply_delay(msg: Message, max_level: int) -> Message:
     tx = msg.sys_flag & TRANSACTION_TYPE_MASK
     if tx not in (TransactionType.TRANSACTION_NOT_TYPE, TransactionType.TRANSACTION_COMMIT_TYPE):
         return msg
+    if msg.properties_text is not None and f"{Prop.DELAY}\x01" not in msg.properties_text:
+        return msg                   # no DELAY property: nothing to parse (the common case)
     props = parse_properties(msg.properties_text) if msg.properties_text is not None else dict(msg.properties)
     try:
         level = int(props.get(Prop.DELAY, "0"))
