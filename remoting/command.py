@@ -88,21 +88,29 @@ class RemotingCommand:
             obj["remark"] = self.remark
         obj["serializeTypeCurrentRPC"] = "JSON"
         obj["version"] = self.version
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+        return _utf8(json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
 
     def _encode_binary_header(self) -> bytes:
-        remark = self.remark.encode() if self.remark else b""
+        remark = _utf8(self.remark) if self.remark else b""
         parts = []
         for k in jsonbody.java_order(self.ext_fields):
             v = self.ext_fields[k]
             if k is None or v is None:
                 continue
-            kb, vb = str(k).encode(), str(v).encode()
+            kb, vb = _utf8(str(k)), _utf8(str(v))
+            if len(kb) > 0x7FFF:
+                raise FrameError(f"extFields key of {len(kb)} bytes does not fit the 16-bit key length")
             parts.append(_SHORT.pack(len(kb)) + kb + _INT.pack(len(vb)) + vb)
         ext = b"".join(parts)
         return _BIN_FIXED.pack(self.code & 0xFFFF, _language_code(self.language), self.version & 0xFFFF,
                                self.opaque & 0xFFFFFFFF, self.flag & 0xFFFFFFFF) + \
             _INT.pack(len(remark)) + remark + _INT.pack(len(ext)) + ext
+
+
+def _utf8(text: str) -> bytes:
+    """Java's String.getBytes(UTF_8): a lone surrogate (a JSON header may carry one as an escape)
+    becomes '?' instead of failing the answer."""
+    return text.encode("utf-8", "replace")
 
 
 def ext_text(ext: dict | None) -> dict[str, str]:
