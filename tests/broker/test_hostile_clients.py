@@ -40,6 +40,20 @@ KILL_TOPIC = "Kill9Topic"        # apart from TOPIC, which the corpus fills with
 ANSWER_BOUND_S = 5.0            # a shared 2-core machine: generous, but a blocked server never answers
 
 
+def drain(proc: Process) -> list[str]:
+    """The server's log lines from now on, read on a thread: an undrained pipe would block its logging."""
+    lines: list[str] = []
+
+    def read():
+        try:
+            for line in proc.proc.stderr:
+                lines.append(line)
+        except ValueError:          # closed by Process.stop
+            pass
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hostile")
@@ -48,7 +62,8 @@ def servers(tmp_path_factory):
                  "boot success")
     ns_addr = f"127.0.0.1:{ns_port}"
     broker, addr = start_broker(tmp, ns_addr, extra=BROKER_CONF)
-    state = {"namesrv": ns_addr, "broker": addr, "broker_proc": broker, "ns_proc": ns, "tmp": tmp}
+    state = {"namesrv": ns_addr, "broker": addr, "broker_proc": broker, "ns_proc": ns, "tmp": tmp,
+             "broker_log": drain(broker), "namesrv_log": drain(ns)}
     yield state
     state["broker_proc"].stop()
     assert ns.stop() == 0
@@ -133,6 +148,12 @@ def send_ext(**over) -> dict:
     return {**to_ext_fields(h), **over}
 
 
+def batch_ext() -> dict:
+    """SEND_BATCH_MESSAGE carries the V2 (one-letter) header."""
+    return send_header_to_v2(SendMessageRequestHeader("PG", TOPIC, "TBW102", 4, 0, 0, int(time.time() * 1000), 0,
+                                                      "WAIT\x01true", batch=True))
+
+
 # (name, bytes, half-close after sending, what must happen: "error" | "closed" | "answer_or_closed")
 FRAME_CORPUS = [
     ("2 GiB length prefix", b"\x7f\xff\xff\xff" + b"x" * 64, False, "closed"),
@@ -189,18 +210,18 @@ BROKER_CORPUS = [
     ("SEND_MESSAGE_V2 properties without separators",
      request(RequestCode.SEND_MESSAGE_V2, send_header_to_v2(SendMessageRequestHeader(
          "PG", TOPIC, "TBW102", 4, 0, 0, 0, 0, "\x01\x01\x02\x02" * 100)), b"b"), False, "answer_or_closed"),
-    ("SEND_BATCH_MESSAGE random body", request(RequestCode.SEND_BATCH_MESSAGE, send_ext(batch="true"),
+    ("SEND_BATCH_MESSAGE random body", request(RequestCode.SEND_BATCH_MESSAGE, batch_ext(),
                                                 bytes(range(256)) * 4), False, "error"),
     ("SEND_BATCH_MESSAGE entry size past the body",
-     request(RequestCode.SEND_BATCH_MESSAGE, send_ext(batch="true"), struct.pack(">iiiii", 1 << 30, 0, 0, 0, 5)
+     request(RequestCode.SEND_BATCH_MESSAGE, batch_ext(), struct.pack(">iiiii", 1 << 30, 0, 0, 0, 5)
              + b"hello"), False, "error"),
     ("SEND_BATCH_MESSAGE negative properties length",
-     request(RequestCode.SEND_BATCH_MESSAGE, send_ext(batch="true"),
+     request(RequestCode.SEND_BATCH_MESSAGE, batch_ext(),
              struct.pack(">iiiii", 27, 0, 0, 0, 5) + b"hello" + b"\xff\xff"), False, "error"),
     ("SEND_BATCH_MESSAGE 2 GiB body length",
-     request(RequestCode.SEND_BATCH_MESSAGE, send_ext(batch="true"),
+     request(RequestCode.SEND_BATCH_MESSAGE, batch_ext(),
              struct.pack(">iiiii", 40, 0, 0, 0, 0x7FFFFFFF) + b"x" * 20), False, "error"),
-    ("SEND_BATCH_MESSAGE cut off", request(RequestCode.SEND_BATCH_MESSAGE, send_ext(batch="true"),
+    ("SEND_BATCH_MESSAGE cut off", request(RequestCode.SEND_BATCH_MESSAGE, batch_ext(),
                                            encode_batch([(0, b"hello", "KEYS\x01k")])[:-3]), False, "error"),
     ("HEART_BEAT body not JSON", request(RequestCode.HEART_BEAT, None, b"{not json"), False, "error"),
     ("HEART_BEAT body a JSON list", request(RequestCode.HEART_BEAT, None, b"[1,2,3]"), False, "error"),
@@ -285,6 +306,7 @@ def test_malformed_frames_get_an_error_or_a_closed_connection(servers, who):
     addr = servers[who]
     proc = servers["broker_proc" if who == "broker" else "ns_proc"].proc
     corpus = FRAME_CORPUS + (BROKER_CORPUS if who == "broker" else NAMESRV_CORPUS)
+    log = servers[f"{who}_log"]
     with Steady(addr, broker_question if who == "broker" else namesrv_question) as steady:
         assert run_corpus(addr, corpus) == []          # a first round: imports, caches, arenas warm up
         before = rss_kib(proc.pid)
@@ -293,6 +315,7 @@ def test_malformed_frames_get_an_error_or_a_closed_connection(servers, who):
         after = rss_kib(proc.pid)
         steady.check()
     assert proc.poll() is None
+    assert not [line for line in log if "Traceback" in line or " ERROR " in line], "".join(log)[-3000:]
     assert after - before < 24 * 1024, f"{who} RssAnon grew {before} -> {after} KiB over 3 rounds of the corpus"
 
 
@@ -420,7 +443,7 @@ def test_kill_9_under_sync_flush_loses_no_acknowledged_send(servers):
     acked_at_kill = set(acked)
 
     broker, addr = start_broker(servers["tmp"], ns, extra=BROKER_CONF)
-    servers["broker_proc"], servers["broker"] = broker, addr
+    servers["broker_proc"], servers["broker"], servers["broker_log"] = broker, addr, drain(broker)
 
     async def read_all() -> set[str]:
         c = Consumer(ns, "CID_KILL9")
