@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import struct
 
+from mqtool_remoting.errors import BodyError
+
 _BATCH_HEAD = struct.Struct(">iiiii")   # total, magic, crc, flag, body length
 
 
-class BatchFormatError(ValueError):
-    pass
+class BatchFormatError(BodyError):
+    """A batch body MessageDecoder.decodeMessages could not read either."""
 
 
 def decode_batch(body: bytes) -> list[tuple[int, bytes, str]]:
@@ -34,6 +36,8 @@ def decode_batch(body: bytes) -> list[tuple[int, bytes, str]]:
         q += blen
         plen = struct.unpack_from(">h", body, q)[0]
         q += 2
+        if plen < 0 or q + plen > len(body):     # Java: NegativeArraySizeException / BufferUnderflowException
+            raise BatchFormatError(f"bad properties length {plen} in the batch entry at {p}")
         props = body[q:q + plen].decode("utf-8", "replace")
         out.append((flag, data, props))
         p += total

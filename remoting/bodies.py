@@ -6,6 +6,7 @@ Java's defaults; enums by name or ordinal). Bytes go through `remoting.jsonbody`
 """
 from __future__ import annotations
 
+import contextlib
 import struct
 import time
 import zlib
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import PermName
+from mqtool_remoting.errors import BodyError
 
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
@@ -20,6 +22,25 @@ MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
 CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
                       "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
                       "CONSUME_FROM_TIMESTAMP")
+
+
+@contextlib.contextmanager
+def body_errors(what: str):
+    """The one place where a body's decoding failures become BodyError: JSON of the wrong shape
+    (a list for an object, text for a number), a cut-off or non-zlib compressed body."""
+    try:
+        yield
+    except BodyError:
+        raise
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError, OverflowError, RecursionError,
+            struct.error, zlib.error) as exc:
+        raise BodyError(f"bad {what} body: {str(exc)[:200]}") from None
+
+
+def decode_body(cls, data: bytes):
+    """`cls.from_json` over the JSON bytes of a body; anything malformed raises BodyError."""
+    with body_errors(cls.__name__):
+        return cls.from_json(jsonbody.loads(data))
 
 
 def enum_name(value, names: tuple[str, ...], default: str | None = None) -> str | None:
@@ -121,6 +142,7 @@ class TopicConfigSerializeWrapper:
 
 
 _LEN = struct.Struct(">i")
+MAX_INFLATED_REGISTER_BODY = 128 << 20     # ~2 million topic lines
 
 
 @dataclass
@@ -153,10 +175,18 @@ class RegisterBrokerBody:
 
     @classmethod
     def decode(cls, data: bytes, compressed: bool = False) -> "RegisterBrokerBody":
-        """Raises ValueError (or zlib.error) on a body Java could not decode either."""
+        """Raises BodyError on a body Java could not decode either."""
         if not compressed:
-            return cls.from_json(jsonbody.loads(data))
-        raw = zlib.decompress(data)
+            return decode_body(cls, data)
+        with body_errors("compressed RegisterBrokerBody"):
+            return cls._decode_compressed(data)
+
+    @classmethod
+    def _decode_compressed(cls, data: bytes) -> "RegisterBrokerBody":
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(data, MAX_INFLATED_REGISTER_BODY)
+        if inflater.unconsumed_tail:      # a 16 MiB frame must not inflate into gigabytes
+            raise ValueError(f"compressed register body inflates past {MAX_INFLATED_REGISTER_BODY} bytes")
         p = 0
 
         def take() -> bytes:
@@ -255,7 +285,7 @@ class TopicRouteData:
 
     @classmethod
     def decode(cls, data: bytes) -> "TopicRouteData":
-        return cls.from_json(jsonbody.loads(data))
+        return decode_body(cls, data)
 
 
 @dataclass

@@ -84,18 +84,20 @@ class RemotingCommand:
         language = _language_name(self.language)
         if language not in _PLAIN_LANGUAGES:
             language = _dumps(language)[1:-1]
-        return (f'{{"code":{int(self.code)},{ext}"flag":{int(self.flag)},"language":"{language}",'
-                f'"opaque":{int(self.opaque)},{remark}"serializeTypeCurrentRPC":"JSON",'
-                f'"version":{int(self.version)}}}').encode()
+        return _utf8(f'{{"code":{int(self.code)},{ext}"flag":{int(self.flag)},"language":"{language}",'
+                     f'"opaque":{int(self.opaque)},{remark}"serializeTypeCurrentRPC":"JSON",'
+                     f'"version":{int(self.version)}}}')
 
     def _encode_binary_header(self) -> bytes:
-        remark = self.remark.encode() if self.remark else b""
+        remark = _utf8(self.remark) if self.remark else b""
         parts = []
         for k in jsonbody.java_order(self.ext_fields):
             v = self.ext_fields[k]
             if k is None or v is None:
                 continue
-            kb, vb = str(k).encode(), str(v).encode()
+            kb, vb = _utf8(str(k)), _utf8(str(v))
+            if len(kb) > 0x7FFF:
+                raise FrameError(f"extFields key of {len(kb)} bytes does not fit the 16-bit key length")
             parts.append(_SHORT.pack(len(kb)) + kb + _INT.pack(len(vb)) + vb)
         ext = b"".join(parts)
         return _BIN_FIXED.pack(self.code & 0xFFFF, _language_code(self.language), self.version & 0xFFFF,
@@ -105,6 +107,12 @@ class RemotingCommand:
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _PLAIN_LANGUAGES = frozenset(lang.name for lang in LanguageCode)
+
+
+def _utf8(text: str) -> bytes:
+    """Java's String.getBytes(UTF_8): a lone surrogate (a JSON header may carry one as an escape)
+    becomes '?' instead of failing the answer."""
+    return text.encode("utf-8", "replace")
 
 
 def ext_text(ext: dict | None) -> dict[str, str]:

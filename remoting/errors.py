@@ -30,6 +30,13 @@ class HeaderError(RemotingError):
     """A request header misses a required field or holds a value Java could not parse."""
 
 
+class BodyError(RemotingError, ValueError):
+    """A body (JSON, batch, register) that is not what its request says: bad bytes, bad JSON, wrong shape.
+
+    A ValueError too, so handlers that answer ValueError with SYSTEM_ERROR keep doing so.
+    """
+
+
 class RemotingConnectError(RemotingError):
     def __init__(self, addr: str, reason: str):
         self.addr = addr

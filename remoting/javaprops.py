@@ -5,13 +5,19 @@ Enough of the format for broker configs: `key=value`, `key: value` and `key valu
 """
 from __future__ import annotations
 
+import re
+
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_WHITESPACE = " \t\f"        # Properties.LineReader's; not Python's str.isspace (\xa0, \x1c ...)
 
 
 def _logical_lines(text: str):
     pending = ""
-    for raw in text.splitlines():
-        line = raw.lstrip() if not pending else raw.lstrip()
+    for raw in _LINE_BREAK.split(text):
+        line = raw.lstrip(_WHITESPACE)
         if not pending and (not line or line[0] in "#!"):
             continue
         backslashes = len(line) - len(line.rstrip("\\"))

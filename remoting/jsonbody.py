@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import json
 
+from mqtool_remoting.errors import BodyError
+
 
 class ObjectKey(tuple):
     """A map key that was a JSON object: a tuple of sorted (name, value) pairs, hashable."""
@@ -83,8 +85,18 @@ def java_map(d: dict, capacity: int = 16) -> dict:
 # ------------------------------------------------------------------ reading
 
 def loads(data: bytes | bytearray | str):
-    """Parse a body: standard JSON, or fastjson's bare-number and object map keys."""
-    text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
+    """Parse a body: standard JSON, or fastjson's bare-number and object map keys.
+
+    Anything else (bad UTF-8, bad JSON, nesting too deep for the parser) raises BodyError.
+    """
+    try:
+        return _loads(data)
+    except (ValueError, RecursionError) as exc:      # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise BodyError(f"not a JSON body: {str(exc)[:200]}") from None
+
+
+def _loads(data):
+    text = bytes(data).decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
     try:
         return json.loads(text)
     except json.JSONDecodeError:

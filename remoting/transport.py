@@ -21,6 +21,7 @@ from mqtool_remoting.framing import FrameDecoder
 log = logging.getLogger("mqtool.remoting")
 Handler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
 READ_CHUNK = 256 * 1024
+LISTEN_BACKLOG = 1024   # NettyServerConfig.serverSocketBacklog; asyncio's 100 drops a burst of connects for 1 s
 CLOSE_GRACE_S = 2.0     # after bad bytes: how long requests decoded before them may take to answer
 
 
@@ -256,7 +257,8 @@ class Server:
 
     async def start(self, host: str, port: int) -> "Server":
         with map_os_errors(f"{host}:{port}", listen=True):
-            self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+            self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True,
+                                                      backlog=LISTEN_BACKLOG)
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
         return self

@@ -78,7 +78,7 @@ def load_config(path: str | os.PathLike, fallback_to_bak: bool = True) -> Loaded
     main = Path(path)
     warnings = []
     try:
-        text = main.read_text(encoding="utf-8")
+        text = _read_text(main)
         if text.strip():
             return LoadedConfig(main, _parse(text, main))
         warnings.append(f"{main} is empty")
@@ -92,17 +92,24 @@ def load_config(path: str | os.PathLike, fallback_to_bak: bool = True) -> Loaded
         warnings.append(str(exc))
     bak = main.with_name(main.name + ".bak")
     if fallback_to_bak and bak.exists():
-        text = bak.read_text(encoding="utf-8")
+        text = _read_text(bak)
         if text.strip():
             warnings.append(f"using the backup {bak.name}")
             return LoadedConfig(bak, _parse(text, bak), True, warnings)
     return LoadedConfig(main, {}, False, warnings)
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"not UTF-8 text: {exc}", path=path) from None
+
+
 def _parse(text: str, path: Path) -> dict:
     try:
         data = loads(text)
-    except (json.JSONDecodeError, ValueError) as exc:
+    except (ValueError, RecursionError) as exc:     # JSONDecodeError is a ValueError; RecursionError: deep nesting
         raise FormatError(f"not valid JSON: {exc}", path=path) from None
     if not isinstance(data, dict):
         raise FormatError("expected a JSON object", path=path)

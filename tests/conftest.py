@@ -3,12 +3,24 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests (tests/*/test_fuzz_*.py): the default run is small and derandomized, so CI stays fast
+# and repeatable. MQTOOL_FUZZ=1 selects the "fuzz" profile: random, MQTOOL_FUZZ_EXAMPLES (600) a test,
+# over 100,000 inputs in all (README, "Fuzzing"):
+#   MQTOOL_FUZZ=1 python -m pytest tests -k fuzz --timeout 0 --hypothesis-show-statistics
+settings.register_profile("quick", max_examples=12, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("fuzz", max_examples=int(os.environ.get("MQTOOL_FUZZ_EXAMPLES", "600")), deadline=None,
+                          suppress_health_check=list(HealthCheck))
+settings.load_profile("fuzz" if os.environ.get("MQTOOL_FUZZ") else "quick")
 
 DATA = Path(__file__).parent / "data" / "rocketmq-4.9.8"
 REPO = Path(__file__).parent.parent

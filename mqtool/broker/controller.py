@@ -266,7 +266,7 @@ class BrokerController:
         except HeaderError as exc:
             log.warning("bad request code %s from %s: %s", cmd.code, conn.peer, exc)
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:   # a body of the wrong shape
             log.warning("bad request code %s from %s: %s", cmd.code, conn.peer, exc)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request: {exc}")
         return resp

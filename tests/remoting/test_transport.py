@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
+import subprocess
 
 import pytest
 
@@ -10,7 +12,7 @@ from mqtool_remoting.codes import FRAME_MAX_LENGTH, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import FrameError, RemotingClosed, RemotingConnectError, RemotingError, RemotingTimeout
 from mqtool_remoting.framing import FrameDecoder
-from mqtool_remoting.transport import RemotingClient, connect, parse_addr, serve
+from mqtool_remoting.transport import LISTEN_BACKLOG, RemotingClient, connect, parse_addr, serve
 
 BOOM, SLOW, ASK_CLIENT, RECORD, ECHO = 1, 2, 3, 4, 10
 
@@ -228,3 +230,16 @@ def test_connect_and_listen_errors_are_remoting_errors():
             await connect("no-port")
     run(scenario())
     assert parse_addr("[::1]:9876") == ("::1", 9876)
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2) to read a listening socket's backlog")
+def test_server_listens_with_nettys_backlog_so_a_burst_of_connects_is_not_dropped():
+    """asyncio's default backlog (100) dropped the SYNs of a burst of 1,000 connects: a 1 s retry each."""
+    async def scenario():
+        srv = await serve(lambda conn, cmd: None, "127.0.0.1", 0)
+        try:
+            out = subprocess.run(["ss", "-ltnH", f"sport = :{srv.port}"], capture_output=True, text=True).stdout
+        finally:
+            await srv.stop()
+        return out
+    assert asyncio.run(scenario()).split()[2] == str(LISTEN_BACKLOG) == "1024"

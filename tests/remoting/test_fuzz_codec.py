@@ -1,0 +1,225 @@
+"""Property tests of the wire codec: frames, both header encodings, the extFields of every header.
+
+Round trips (build -> parse -> the same command) and hostile input (random or mutated bytes): the
+decoders may only raise the library's own errors (FrameError, HeaderError), never IndexError,
+struct.error, UnicodeDecodeError, RecursionError or a hang. Profiles: tests/conftest.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from mqtool_remoting import headers
+from mqtool_remoting.codes import FRAME_MAX_LENGTH, LanguageCode, SerializeType
+from mqtool_remoting.command import RemotingCommand, decode_frame, decode_frame_body
+from mqtool_remoting.errors import FrameError, HeaderError
+from mqtool_remoting.extfields import _spec, from_ext_fields, to_ext_fields
+from mqtool_remoting.framing import FrameDecoder
+
+I16 = st.integers(-(1 << 15), (1 << 15) - 1)
+I32 = st.integers(-(1 << 31), (1 << 31) - 1)
+I64 = st.integers(-(1 << 63), (1 << 63) - 1)
+TEXT = st.text(max_size=30)
+WORD = st.text(min_size=1, max_size=20)
+LANGS = st.sampled_from([lang.name for lang in LanguageCode])
+
+
+@st.composite
+def commands(draw, serialize_type: int | None = None) -> RemotingCommand:
+    stype = draw(st.sampled_from([SerializeType.JSON, SerializeType.ROCKETMQ])) if serialize_type is None \
+        else SerializeType(serialize_type)
+    if stype == SerializeType.ROCKETMQ:   # a null or empty string is absent there: length 0 means null
+        ext = draw(st.dictionaries(WORD, WORD, max_size=6))
+        remark = draw(st.none() | WORD)
+        code, version = draw(I16), draw(I16)
+    else:
+        ext = draw(st.dictionaries(TEXT, TEXT, max_size=6))
+        remark = draw(st.none() | TEXT)
+        code, version = draw(I32), draw(I32)
+    return RemotingCommand(code, draw(I32), draw(I32), remark, ext, draw(st.binary(max_size=64)), draw(LANGS),
+                           version, stype)
+
+
+def _mutate(data: bytes, draw) -> bytes:
+    """One to four random edits: flip a byte, insert, delete, or cut the tail."""
+    out = bytearray(data)
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["flip", "insert", "delete", "cut"]))
+        at = draw(st.integers(0, max(len(out) - 1, 0)))
+        if kind == "flip" and out:
+            out[at] = draw(st.integers(0, 255))
+        elif kind == "insert":
+            out[at:at] = draw(st.binary(min_size=1, max_size=8))
+        elif kind == "delete" and out:
+            del out[at:at + draw(st.integers(1, 8))]
+        elif kind == "cut":
+            del out[at:]
+    return bytes(out)
+
+
+def _feed_all(data: bytes, cuts: list[int]) -> list[RemotingCommand]:
+    dec, out, prev = FrameDecoder(), [], 0
+    for cut in sorted(c % (len(data) + 1) for c in cuts) + [len(data)]:
+        out += dec.feed(data[prev:cut])
+        prev = cut
+    assert dec.pending == 0
+    return out
+
+
+def _reencodes(cmd: RemotingCommand) -> None:
+    """Whatever decoded must be answerable: the command and a response to it encode, or FrameError."""
+    for c in (cmd, cmd.response(1, cmd.remark, cmd.ext_fields)):
+        try:
+            frame = c.encode()
+        except FrameError:
+            continue
+        decode_frame(frame)
+
+
+# ------------------------------------------------------------------ round trips
+
+@given(st.lists(commands(), max_size=5), st.lists(st.integers(0, 1 << 16), max_size=6))
+def test_frames_round_trip_through_the_decoder_in_any_chunks(cmds, cuts):
+    data = b"".join(c.encode() for c in cmds)
+    assert _feed_all(data, cuts) == cmds
+
+
+@given(commands())
+def test_decode_frame_is_the_inverse_of_encode(cmd):
+    assert decode_frame(cmd.encode()) == cmd
+
+
+# ------------------------------------------------------------------ hostile bytes
+
+@given(st.binary(max_size=300), st.lists(st.integers(0, 400), max_size=5))
+@example(b"\x7f\xff\xff\xff", [])                  # a 2 GiB length prefix
+@example(b"\x00\x00\x00\x03abc", [])               # shorter than its own header-length field
+@example(b"\x00\x00\x00\x08\x00\x00\x00\x09abcd", [])   # header length past the frame
+@example(b"\x00\x00\x00\x06\x07\x00\x00\x00ab", [])     # serialize type 7
+def test_random_bytes_only_raise_frame_error(data, cuts):
+    dec, prev = FrameDecoder(), 0
+    try:
+        for cut in sorted(c % (len(data) + 1) for c in cuts) + [len(data)]:
+            for cmd in dec.feed(data[prev:cut]):
+                _reencodes(cmd)
+            prev = cut
+    except FrameError:
+        with pytest.raises(FrameError):              # a failed decoder stays failed
+            dec.feed(b"\x00\x00\x00\x08\x00\x00\x00\x00")
+    assert dec.pending <= FRAME_MAX_LENGTH + 4
+
+
+@given(st.data())
+def test_mutated_frames_only_raise_frame_error(data):
+    frame = data.draw(commands()).encode()
+    bad = _mutate(frame, data.draw)
+    try:
+        for cmd in FrameDecoder().feed(bad):
+            _reencodes(cmd)
+    except FrameError:
+        pass
+
+
+def _json_values():
+    scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10)
+    return st.recursive(scalars, lambda kids: st.lists(kids, max_size=4) |
+                        st.dictionaries(st.text(max_size=8), kids, max_size=4), max_leaves=12)
+
+
+def _header_fields():
+    keys = st.sampled_from(["code", "opaque", "flag", "remark", "extFields", "language", "version",
+                            "serializeTypeCurrentRPC"]) | st.text(max_size=6)
+    return st.dictionaries(keys, _json_values(), max_size=8)
+
+
+@given(_header_fields(), st.binary(max_size=16))
+@example({"code": 10, "remark": "\ud800", "extFields": {"topic": "\udfff"}}, b"")   # lone surrogates (escaped)
+@example({"code": "1" * 5000}, b"")                 # longer than int()'s digit limit
+@example({"code": 1, "opaque": 1e300}, b"")
+def test_json_headers_of_any_shape_decode_or_raise_frame_error(obj, body):
+    header = json.dumps(obj).encode()
+    frame_body = ((len(header)).to_bytes(4, "big")) + header + body
+    try:
+        cmd = decode_frame_body(frame_body)
+    except FrameError:
+        return
+    _reencodes(cmd)
+
+
+@pytest.mark.parametrize("header", [b"[" * 100_000, b"{\"code\":" + b"[" * 100_000, b"{{" * 50_000])
+def test_deeply_nested_json_header_is_a_frame_error(header):
+    with pytest.raises(FrameError):
+        decode_frame_body(len(header).to_bytes(4, "big") + header)
+
+
+@given(st.binary(max_size=200))
+def test_binary_headers_of_random_bytes_decode_or_raise_frame_error(header):
+    mark = (int(SerializeType.ROCKETMQ) << 24) | len(header)
+    try:
+        cmd = decode_frame_body(mark.to_bytes(4, "big") + header)
+    except FrameError:
+        return
+    _reencodes(cmd)
+
+
+@given(st.data())
+def test_mutated_binary_headers_only_raise_frame_error(data):
+    frame = data.draw(commands(SerializeType.ROCKETMQ)).encode()
+    try:
+        FrameDecoder().feed(_mutate(frame, data.draw))
+    except FrameError:
+        pass
+
+
+def test_an_oversized_ext_key_is_a_frame_error_when_encoding():
+    cmd = RemotingCommand(1, 1, 0, None, {"k" * 40_000: "v"}, serialize_type=SerializeType.ROCKETMQ)
+    with pytest.raises(FrameError):
+        cmd.encode()
+
+
+# ------------------------------------------------------------------ extFields <-> every header class
+
+HEADER_CLASSES = sorted((c for c in vars(headers).values() if dataclasses.is_dataclass(c) and isinstance(c, type)
+                         and c.__module__ == headers.__name__), key=lambda c: c.__name__)
+_VALUES = {"str": st.text(max_size=20), "int": I32, "long": I64, "bool": st.booleans(),
+           "float": st.floats(allow_nan=False, allow_infinity=False)}
+
+
+@st.composite
+def header_instances(draw, cls):
+    kwargs = {}
+    for name, (kind, required) in _spec(cls).items():
+        if required or draw(st.booleans()):
+            kwargs[name] = draw(_VALUES[kind])
+    return cls(**kwargs)
+
+
+def test_every_header_class_is_covered():
+    assert len(HEADER_CLASSES) >= 40
+
+
+@pytest.mark.parametrize("cls", HEADER_CLASSES, ids=lambda c: c.__name__)
+@given(data=st.data())
+def test_header_round_trips_through_ext_fields(cls, data):
+    h = data.draw(header_instances(cls))
+    assert from_ext_fields(cls, to_ext_fields(h)) == h
+
+
+_EXT_VALUES = st.sampled_from(["", "0", "-1", "true", "TRUE", "2147483648", "-9223372036854775809", "1e5", "NaN",
+                               " 1", "+7", "1_0", "\u0661", "0x10", "1.5f"]) | st.text(max_size=8)
+
+
+@pytest.mark.parametrize("cls", HEADER_CLASSES, ids=lambda c: c.__name__)
+@given(data=st.data())
+def test_header_from_any_ext_fields_raises_only_header_error(cls, data):
+    names = list(_spec(cls)) + ["unknown"]
+    ext = data.draw(st.dictionaries(st.sampled_from(names), _EXT_VALUES, max_size=len(names)))
+    try:
+        h = from_ext_fields(cls, ext)
+    except HeaderError:
+        return
+    from_ext_fields(cls, to_ext_fields(h))
