@@ -52,6 +52,7 @@ class BrokerConfig:
     rejectTransactionMessage: bool = False
     enablePropertyFilter: bool = False
     slaveReadEnable: bool = False
+    aclEnable: bool = False            # plain ACL: $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml
 
     @property
     def broker_addr(self) -> str:
