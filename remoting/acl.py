@@ -6,6 +6,8 @@
 
 Only values are signed, so `{"a": "bc"}` and `{"a": "b", "b": "c"}` sign alike: that is 4.9.8.
 The broker computes the same over the fields it received, leaving out `_UNIQUE_KEY_QUERY` too.
+The 4.9.8 Java client signs that field anyway, so its QUERY_MESSAGE by unique key is always
+refused; `Credentials.sign` leaves it out as the broker does (`java_client=True` signs like Java).
 """
 from __future__ import annotations
 
@@ -47,14 +49,16 @@ class Credentials:
     access_key: str
     secret_key: str
     security_token: str | None = None
+    java_client: bool = False
 
     def sign(self, cmd) -> None:
         """AclClientRPCHook.doBeforeRequest on a finished request (a RemotingCommand): adds
-        AccessKey (and SecurityToken), then Signature over all its fields and body."""
+        AccessKey (and SecurityToken), then Signature over its fields and body."""
         cmd.ext_fields[ACCESS_KEY] = self.access_key
         if self.security_token is not None:
             cmd.ext_fields[SECURITY_TOKEN] = self.security_token
-        cmd.ext_fields[SIGNATURE] = signature(self.secret_key, content_to_sign(cmd.ext_fields, cmd.body))
+        skip = CLIENT_SKIP if self.java_client else BROKER_SKIP
+        cmd.ext_fields[SIGNATURE] = signature(self.secret_key, content_to_sign(cmd.ext_fields, cmd.body, skip))
 
     __call__ = sign
 
