@@ -15,7 +15,7 @@ from mqtool.broker.acl.manager import PlainPermissionManager
 from mqtool.broker.acl.perms import PUB, SUB, AclError, is_group, retry_topic
 from mqtool_remoting import jsonbody
 from mqtool_remoting.acl import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, broker_content
-from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.codes import RequestCode, ResponseCode, code_name
 
 log = logging.getLogger("mqtool.broker.acl")
 WATCH_INTERVAL_S = 5.0
@@ -118,7 +118,7 @@ class AclService:
             self.manager.validate(parse(cmd, conn.peer_host))
             return None
         except AclError as exc:
-            log.debug("ACL refused code %s from %s: %s", cmd.code, conn.peer, exc.message)
+            log.warning("ACL refused %s from %s: %s", code_name(RequestCode, cmd.code), conn.peer, exc.message)
             return cmd.response(ResponseCode.SYSTEM_ERROR, exc.remark())
 
     def poll(self) -> None:
