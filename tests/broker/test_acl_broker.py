@@ -22,7 +22,7 @@ from mqtool_remoting.codes import RequestCode
 from mqtool_remoting.command import RemotingCommand, decode_frame
 from mqtool_remoting.errors import RemotingCommandError
 from tests.interop.conftest import HAVE_CPP, run_cpp
-from tests.servers import REPO, FAST_LEVELS, Process, free_port, free_port_pair, wait_until
+from tests.servers import FAST_LEVELS, REPO, Process, cluster, free_port, free_port_pair, wait_until  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -406,3 +406,26 @@ def test_cpp_client_unsigned_passes_once_its_address_is_whitelisted_in_the_runni
     finally:
         path.write_text(original)
     wait_until("the restored file to be live", lambda: not passes(), timeout=10, every=0.2)
+
+
+def test_without_acl_enable_the_acl_requests_fail_as_in_4_9_8(cluster):  # noqa: F811
+    addr = cluster["broker"]
+
+    async def scenario():
+        from mqtool_remoting.errors import RemotingTimeout
+        from mqtool_remoting.transport import connect
+        conn = await connect(addr)
+        try:
+            update = await conn.request(RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, {
+                "accessKey": "newUser01", "secretKey": "newSecret01", "admin": False}))
+            gone = await conn.request(RemotingCommand.request(54))
+            with pytest.raises(RemotingTimeout):
+                await conn.request(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO), 1.0)
+            plain = await conn.request(send_v2("NoAclTopic"))              # unsigned, served as always
+            return update, gone, plain
+        finally:
+            await conn.close()
+    update, gone, plain = run(scenario())
+    assert update.code == 209 and "accessValidator" in update.remark
+    assert (gone.code, gone.remark) == (3, " request type 54 not supported")
+    assert plain.code == 0
