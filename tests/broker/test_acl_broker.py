@@ -292,17 +292,6 @@ def test_cli_manages_accounts_and_whitelist(acl):
                timeout=10, every=0.5)
 
 
-def test_cli_sign_matches_the_broker(acl):
-    r = mqtool("acl", "sign", "--code", "34", "--body", '{"clientID":"127.0.0.1@1","consumerDataSet":[],'
-               '"producerDataSet":[]}', "--json", env={"MQTOOL_ACCESS_KEY": "RocketMQ", "MQTOOL_SECRET_KEY": "12345678"})
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
-    assert out["signature"] == "PN6N7+UPLoRkSyqaEeQMjQZWWew=" and out["content_length"] == 76
-    r = mqtool("acl", "sign", "--code", "34", "--ext-json", '{"Signature": "bad"}', "--access-key", "RocketMQ",
-               "--secret-key", "12345678")
-    assert r.returncode == 1 and "matches" in r.stdout and "False" in r.stdout
-
-
 def test_broker_refuses_to_start_with_a_bad_file(tmp_path):
     home = tmp_path / "home"
     (home / "conf").mkdir(parents=True)
@@ -374,7 +363,8 @@ def test_cpp_client_refusals(acl):
     since = len(acl["log"])
     got = run_cpp("pull_status", ns, {"topic": "AclCpp", "group": "GID_DENIED", "ak": "RocketMQ", "sk": "12345678"})
     assert got and all(g.get("status") != "FOUND" for g in got), got
-    assert logged(acl, "ACL refused PULL_MESSAGE", since) and logged(acl, "No default permission for group:GID_DENIED", since)
+    assert logged(acl, "ACL refused PULL_MESSAGE", since)
+    assert logged(acl, "No default permission for group:GID_DENIED", since)
 
 
 @cpp
@@ -383,7 +373,9 @@ def test_cpp_client_without_credentials_is_refused(acl):
     out = run_cpp("produce", acl["namesrv"], {"topic": "AclCpp", "report_errors": True,
                                               "messages": [{"keys": "x", "tags": "T", "body": "unsigned"}]})
     assert out and "error" in out[0], out
-    assert logged(acl, "No acl config for \n") if False else logged(acl, "No acl config for ")
+    wait_until("the broker to log the empty AccessKey the C++ client sends without credentials",
+               lambda: any(line.rstrip("\n").endswith(": No acl config for ") for line in acl["log"][since:]),
+               timeout=10)
 
 
 @cpp
