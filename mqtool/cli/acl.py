@@ -72,9 +72,9 @@ def acl_list(namesrv: NamesrvOpt = "127.0.0.1:9876", broker: BrokerOpt = None, c
             if not r["ok"]:
                 flat.append({"broker": r["broker"], "file": f"FAILED: {r['error']}"})
             for path, v in sorted(r.get("files", {}).items()):
-                flat.append({"broker": r["broker"], "name": r.get("broker_name"), "cluster": r.get("cluster"),
-                             "file": path, "counter": v.get("counter"), "changed": fmt_time(v.get("timestamp"))})
-        out_rows(flat, False, ["cluster", "name", "broker", "file", "counter", "changed"])
+                flat.append({"broker": r["broker"], "file": path, "counter": v.get("counter"),
+                             "changed": fmt_time(v.get("timestamp"))})
+        out_rows(flat, False, ["broker", "file", "counter", "changed"])
     if not all(r["ok"] for r in rows):
         raise typer.Exit(1)
 
@@ -121,6 +121,9 @@ def acl_whitelist(addrs: Annotated[str, typer.Option("-g", "--global-white-addrs
                   json_out: JsonOpt = False) -> None:
     """Replace one ACL file's global whitelist (live within 5 s): request 53."""
     from mqtool.client import acl
+    if "{" in addrs:
+        raise UsageError("a {a,b} pattern cannot be sent: the broker splits the list at every comma "
+                         "(write it into the file, or list the addresses one by one)")
     rows = _each(namesrv, broker, cluster, True,
                  lambda a, addr: acl.update_white_list(a, addr, addrs.split(","), file))
     _report(rows, json_out, "global whitelist")

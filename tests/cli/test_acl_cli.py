@@ -92,3 +92,8 @@ def test_mqadmin_acl_names_are_hidden_aliases():
     assert ALIASES["deleteAccessConfig"] == ALIASES["deleteAclConfig"] == ("acl", "acl_delete")
     r = mqtool("--help")
     assert "acl" in r.stdout and "updateAclConfig" not in r.stdout
+
+
+def test_whitelist_refuses_a_brace_pattern_the_broker_would_split():
+    r = mqtool("acl", "whitelist", "-n", "127.0.0.1:1", "-b", "127.0.0.1:2", "-g", "192.168.0.{1,2}")
+    assert r.returncode == 2 and "splits the list at every comma" in r.stderr
