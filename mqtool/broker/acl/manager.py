@@ -7,6 +7,7 @@ table, so they answer `No PlainAccessResource for accessKey=X` until the next fu
 """
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 
@@ -114,7 +115,8 @@ class PlainPermissionManager:
             raise AclError(f"No PlainAccessResource for accessKey={ak}", VALIDATE % 675)
         if owned.matcher(res.ip):
             return
-        if signature(owned.secret_key, res.content) != res.signature:
+        expected = signature(owned.secret_key, res.content).encode()
+        if not hmac.compare_digest(expected, (res.signature or "").encode("utf-8", "replace")):   # Java: equals
             raise AclError(f"Check signature failed for accessKey={ak}", VALIDATE % 684)
         if res.needed.get(TRACE_TOPIC) == PUB:
             return
