@@ -443,3 +443,39 @@ GetTopicsByClusterRequestHeader = ClusterHeader
 class DeleteTopicFromNamesrvRequestHeader:
     topic: str
     clusterName: str | None = None
+
+
+# ---------------------------------------------------------------- plain ACL (codes 50-53)
+
+@dataclass(frozen=True)
+class PlainAccessConfigHeader:
+    """UPDATE_AND_CREATE_ACL_CONFIG (50); the perms are comma lists, `admin` is always sent."""
+    accessKey: str
+    secretKey: str | None = None
+    whiteRemoteAddress: str | None = None
+    admin: bool = False
+    defaultTopicPerm: str | None = None
+    defaultGroupPerm: str | None = None
+    topicPerms: str | None = None
+    groupPerms: str | None = None
+
+
+@dataclass(frozen=True)
+class DeleteAccessConfigRequestHeader:
+    accessKey: str
+
+
+@dataclass(frozen=True)
+class GetBrokerAclConfigResponseHeader:
+    """GET_BROKER_CLUSTER_ACL_INFO (52): `version` is the default file's (deprecated)."""
+    version: str
+    allAclFileVersion: str | None = None
+    brokerName: str | None = None
+    brokerAddr: str | None = None
+    clusterName: str | None = None
+
+
+@dataclass(frozen=True)
+class UpdateGlobalWhiteAddrsConfigRequestHeader:
+    globalWhiteAddrs: str
+    aclFileFullPath: str | None = None

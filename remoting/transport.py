@@ -46,6 +46,7 @@ class Connection:
         self._out: list[bytes] = []           # frames waiting for this loop turn's single write
         self.closed = asyncio.Event()
         self.attrs: dict = {}      # per-connection state for servers (client id, language, ...)
+        self.signer: Callable[[RemotingCommand], None] | None = None   # ACL: signs each request sent
         self._tasks: set[asyncio.Task] = set()
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
 
@@ -139,6 +140,8 @@ class Connection:
         """Send `cmd` and wait for the response with its opaque."""
         if self.closed.is_set():
             raise RemotingClosed(self.peer)
+        if self.signer is not None:
+            self.signer(cmd)
         frame = _checked_frame(cmd)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
@@ -164,6 +167,8 @@ class Connection:
         cmd.flag |= RPC_ONEWAY
         if self.closed.is_set():
             raise RemotingClosed(self.peer)
+        if self.signer is not None:
+            self.signer(cmd)
         self.send(cmd)
         await self.drain()
 
@@ -297,10 +302,12 @@ async def connect(addr: str, handler: Handler | None = None, timeout_s: float = 
 
 
 class RemotingClient:
-    """Connections kept per address, reopened on demand; `invoke` sends and awaits the response."""
+    """Connections kept per address, reopened on demand; `invoke` sends and awaits the response.
+    With a `signer` (remoting.acl.Credentials) every request it sends is signed (AclClientRPCHook)."""
 
-    def __init__(self, handler: Handler | None = None):
+    def __init__(self, handler: Handler | None = None, signer: Callable[[RemotingCommand], None] | None = None):
         self.handler = handler
+        self.signer = signer
         self.connections: dict[str, Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -313,6 +320,7 @@ class RemotingClient:
             conn = self.connections.get(addr)
             if conn is None or conn.closed.is_set():
                 conn = self.connections[addr] = await connect(addr, self.handler)
+                conn.signer = self.signer
             return conn
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout_s: float = 3.0) -> RemotingCommand:

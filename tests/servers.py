@@ -65,9 +65,9 @@ def wait_for_line(proc, needle: str, timeout: float = 30) -> list[str]:
 class Process:
     """A server started with `python -m mqtool ...`; stopped by its PID with SIGTERM."""
 
-    def __init__(self, args: list[str], ready: str):
+    def __init__(self, args: list[str], ready: str, env: dict | None = None):
         self.proc = subprocess.Popen([sys.executable, "-m", "mqtool", *args], cwd=REPO, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True, env=env)
         self.startup = wait_for_line(self.proc, ready)
 
     def stop(self) -> int:

@@ -53,6 +53,7 @@ class BrokerConfig:
     enablePropertyFilter: bool = False
     slaveReadEnable: bool = False
     metricsPort: int = 0          # mqtool's: Prometheus /metrics on this port (0: off); not a 4.9.8 key
+    aclEnable: bool = False            # plain ACL: $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml
 
     @property
     def broker_addr(self) -> str:

@@ -4,10 +4,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 import time
 import zlib
 
 from mqtool.broker import admin, adminops, clientcalls, clientreq, pull, replica, runtime, send, transaction
+from mqtool.broker.acl import requests as acl_requests
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
 from mqtool.broker.config import BrokerConfig, apply_properties
@@ -84,6 +86,10 @@ HANDLERS = {
     RequestCode.RESUME_CHECK_HALF_MESSAGE: adminops.resume_check_half_message,
     RequestCode.SEND_REPLY_MESSAGE: send.send_reply,
     RequestCode.SEND_REPLY_MESSAGE_V2: send.send_reply,
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: acl_requests.update_acl_config,
+    RequestCode.DELETE_ACL_CONFIG: acl_requests.delete_acl_config,
+    RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl_requests.acl_version,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl_requests.update_white_addrs,
 }
 # Defined in 4.9.8's RequestCode but handled by no 4.9.8 broker processor: the default processor
 # answers REQUEST_CODE_NOT_SUPPORTED, and so does this one (TRIGGER_DELETE_FILES 27 among them;
@@ -93,10 +99,12 @@ SLAVE_SEEKING_MASTER_S = 3.0
 
 
 class BrokerController:
-    def __init__(self, config: BrokerConfig, store_props: dict[str, str] | None = None):
+    def __init__(self, config: BrokerConfig, store_props: dict[str, str] | None = None,
+                 rocketmq_home: str | None = None):
         self.config = config
         self.notes: list[str] = []        # one-line warnings for whoever started the broker
         check_role(config, self.notes)
+        self.acl = self._init_acl(rocketmq_home or os.environ.get("ROCKETMQ_HOME"))
         self.store_config = MessageStoreConfig(storePathRootDir=config.storePathRootDir,
                                                storePathCommitLog=config.storePathCommitLog,
                                                flushDiskType=config.flushDiskType, brokerRole=config.brokerRole,
@@ -135,6 +143,16 @@ class BrokerController:
         self._tasks: list[asyncio.Task] = []
         self._register_soon: asyncio.Event | None = None
 
+    def _init_acl(self, home: str | None):
+        """aclEnable: the plain ACL files under the RocketMQ home; a bad file stops the broker here."""
+        if not self.config.aclEnable:
+            return None
+        from mqtool.broker.acl.validator import AclService
+        if not home:
+            raise ValueError("aclEnable=true needs the RocketMQ home (env ROCKETMQ_HOME): the ACL files are "
+                             "$ROCKETMQ_HOME/conf/plain_acl.yml and $ROCKETMQ_HOME/conf/acl/*.yml")
+        return AclService(os.path.abspath(os.path.expanduser(home)))
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, host: str = "0.0.0.0") -> "BrokerController":
@@ -161,6 +179,9 @@ class BrokerController:
         self.topics.on_change = self.schedule_register
         self._tasks += [loop.create_task(self._register_loop()), loop.create_task(self._housekeeping()),
                         loop.create_task(self._sampling())]
+        if self.acl is not None:
+            self._tasks.append(loop.create_task(self.acl.watch()))
+            log.info("plain ACL enabled: %s", self.acl.manager.default_file)
         await self.register_all()
         log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
                  self.config.brokerName, self.config.broker_addr, self.config.namesrvAddr or "(none)")
@@ -258,6 +279,10 @@ class BrokerController:
     # ------------------------------------------------------------------ requests
 
     async def handle(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        if self.acl is not None:            # the one ACL hook: every code, before its handler
+            refused = self.acl.check(conn, cmd)
+            if refused is not None:
+                return refused
         handler = HANDLERS.get(cmd.code)
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")

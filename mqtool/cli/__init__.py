@@ -29,6 +29,7 @@ GROUPS = {
     "group": ("admin", "group_app", "Administration", "Consumer groups: progress and lag."),
     "message": ("admin", "message_app", "Administration", "Find messages by key or id."),
     "producer": ("admin", "producer_app", "Administration", "Producer groups."),
+    "acl": ("acl", "app", "Administration", "Plain ACL: accounts, whitelists, versions on brokers; sign a request."),
 }
 COMMANDS = {
     "send": ("send", "send", "Messages",
@@ -58,6 +59,9 @@ ALIASES = {
     "queryCq": ("ops", "message_cq"), "topicClusterList": ("ops", "topic_clusters"), "statsAll": ("ops", "stats_all"),
     "producer": ("ops", "producer_list"), "cleanExpiredCQ": ("ops", "clean_expired_cq"),
     "cleanUnusedTopic": ("ops", "clean_unused_topic"), "deleteExpiredCommitLog": ("ops", "delete_expired_commitlog"),
+    "updateAclConfig": ("acl", "acl_update"), "deleteAccessConfig": ("acl", "acl_delete"),
+    "deleteAclConfig": ("acl", "acl_delete"), "clusterAclConfigVersion": ("acl", "acl_list"),
+    "updateGlobalWhiteAddr": ("acl", "acl_whitelist"),
 }
 
 

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.output import console, emit_json, fmt_time, parse_time, table
 from mqtool.cli.send import NamesrvOpt
@@ -79,6 +80,7 @@ def out_rows(rows: list[dict], json_out: bool, columns: list[str], title: str | 
 
 
 @topic_app.command("create")
+@with_credentials
 def topic_create(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                  read: Annotated[int, typer.Option("-r", "--read-queues", min=1)] = 8,
                  write: Annotated[int, typer.Option("-w", "--write-queues", min=1)] = 8,
@@ -94,6 +96,7 @@ def topic_create(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: 
 
 
 @topic_app.command("update")
+@with_credentials
 def topic_update(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                  read: Annotated[int, typer.Option("-r", "--read-queues", min=1)] = 8,
                  write: Annotated[int, typer.Option("-w", "--write-queues", min=1)] = 8,
@@ -106,6 +109,7 @@ def topic_update(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: 
 
 
 @topic_app.command("delete")
+@with_credentials
 def topic_delete(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                  cluster: Annotated[Optional[str], typer.Option("-c", "--cluster")] = None,
                  json_out: JsonOpt = False) -> None:
@@ -115,12 +119,14 @@ def topic_delete(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: 
 
 
 @topic_app.command("list")
+@with_credentials
 def topic_list(namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """Every topic the name server knows."""
     out_rows([{"topic": t} for t in run(namesrv, lambda a: a.topic_list())], json_out, ["topic"])
 
 
 @topic_app.command("route")
+@with_credentials
 def topic_route(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                 json_out: JsonOpt = False) -> None:
     """The topic's route: brokers and queue numbers."""
@@ -134,6 +140,7 @@ def topic_route(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: N
 
 
 @topic_app.command("status")
+@with_credentials
 def topic_status(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                  json_out: JsonOpt = False, watch: WatchOpt = None) -> None:
     """Min and max offset of every queue of the topic."""
@@ -151,6 +158,7 @@ def topic_status(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: 
 
 
 @cluster_app.command("list")
+@with_credentials
 def cluster_list(namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """Clusters and their brokers with version, throughput, page-cache wait, hours of messages and disk
     use (mqadmin clusterList's columns, from each broker's runtime info)."""
@@ -173,6 +181,7 @@ def cluster_list(namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = Fal
 
 
 @broker_admin_app.command("status")
+@with_credentials
 def broker_status(broker: Annotated[str, typer.Option("-b", "--broker", help="Broker address HOST:PORT.")],
                   namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """The broker's runtime info (GET_BROKER_RUNTIME_INFO)."""
@@ -184,6 +193,7 @@ def broker_status(broker: Annotated[str, typer.Option("-b", "--broker", help="Br
 
 
 @group_app.command("progress")
+@with_credentials
 def group_progress(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                    topic: Annotated[Optional[str], typer.Option("-t", "--topic")] = None,
                    json_out: JsonOpt = False, watch: WatchOpt = None) -> None:
@@ -200,6 +210,7 @@ def group_progress(group: Annotated[str, typer.Option("-g", "--group")], namesrv
 
 
 @message_app.command("query")
+@with_credentials
 def message_query(namesrv: NamesrvOpt = "127.0.0.1:9876",
                   topic: Annotated[Optional[str], typer.Option("-t", "--topic")] = None,
                   key: Annotated[Optional[str], typer.Option("-k", "--key")] = None,
@@ -240,6 +251,7 @@ broker_config_app = typer.Typer(help="Broker config get/set.", no_args_is_help=T
 
 
 @topic_app.command("perm")
+@with_credentials
 def topic_perm(topic: Annotated[str, typer.Option("-t", "--topic")],
                perm: Annotated[int, typer.Option("-p", "--perm", help="2 write, 4 read, 6 read+write.")],
                namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
@@ -255,6 +267,7 @@ def topic_perm(topic: Annotated[str, typer.Option("-t", "--topic")],
 
 
 @group_app.command("create")
+@with_credentials
 def group_create(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                  retry_max_times: Annotated[int, typer.Option("--retry-max-times", "-r")] = 16,
                  retry_queue_nums: Annotated[int, typer.Option("--retry-queue-nums", "-q")] = 1,
@@ -273,6 +286,7 @@ group_app.command("update")(group_create)
 
 
 @group_app.command("delete")
+@with_credentials
 def group_delete(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                  keep_offsets: Annotated[bool, typer.Option("--keep-offsets")] = False,
                  json_out: JsonOpt = False) -> None:
@@ -282,6 +296,7 @@ def group_delete(group: Annotated[str, typer.Option("-g", "--group")], namesrv: 
 
 
 @group_app.command("list")
+@with_credentials
 def group_list(namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """Every subscription group on every master."""
     rows = [{"group": g["groupName"], "brokers": ",".join(g["brokers"]), "retry_max_times": g.get("retryMaxTimes"),
@@ -290,6 +305,7 @@ def group_list(namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False
 
 
 @group_app.command("connections")
+@with_credentials
 def group_connections(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                       json_out: JsonOpt = False) -> None:
     """The group's online consumers (mqadmin consumerConnection)."""
@@ -298,6 +314,7 @@ def group_connections(group: Annotated[str, typer.Option("-g", "--group")], name
 
 
 @group_app.command("reset-offset")
+@with_credentials
 def group_reset_offset(group: Annotated[str, typer.Option("-g", "--group")],
                        topic: Annotated[str, typer.Option("-t", "--topic")],
                        to_time: Annotated[str, typer.Option("--to-time", help="Epoch ms or ISO time.")],
@@ -310,6 +327,7 @@ def group_reset_offset(group: Annotated[str, typer.Option("-g", "--group")],
 
 
 @producer_app.command("connections")
+@with_credentials
 def producer_connections(group: Annotated[str, typer.Option("-g", "--group")],
                          namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """The producer group's connected producers."""
@@ -318,6 +336,7 @@ def producer_connections(group: Annotated[str, typer.Option("-g", "--group")],
 
 
 @broker_config_app.command("get")
+@with_credentials
 def broker_config_get(broker: Annotated[str, typer.Option("-b", "--broker", help="Broker address.")],
                       namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """The broker's configuration (RocketMQ property names)."""
@@ -329,6 +348,7 @@ def broker_config_get(broker: Annotated[str, typer.Option("-b", "--broker", help
 
 
 @broker_config_app.command("set")
+@with_credentials
 def broker_config_set(broker: Annotated[str, typer.Option("-b", "--broker")],
                       pairs: Annotated[list[str], typer.Argument(help="key=value ...")],
                       namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
@@ -347,6 +367,7 @@ def broker_config_set(broker: Annotated[str, typer.Option("-b", "--broker")],
 
 
 @namesrv_admin_app.command("config")
+@with_credentials
 def namesrv_config(namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """The name server's configuration."""
     props = run(namesrv, lambda a: a.namesrv_config())
@@ -357,6 +378,7 @@ def namesrv_config(namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = F
 
 
 @namesrv_admin_app.command("kv")
+@with_credentials
 def namesrv_kv(action: Annotated[str, typer.Argument(help="put, get, delete or list")],
                namespace: Annotated[str, typer.Option("-s", "--namespace")],
                key: Annotated[Optional[str], typer.Option("-k", "--key")] = None,
@@ -379,6 +401,7 @@ def namesrv_kv(action: Annotated[str, typer.Argument(help="put, get, delete or l
 
 
 @message_app.command("print")
+@with_credentials
 def message_print(topic: Annotated[str, typer.Option("-t", "--topic")],
                   queue: Annotated[int, typer.Option("-q", "--queue")],
                   begin: Annotated[int, typer.Option("--begin-offset")] = 0,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.output import BODY_MODES, check_choice, emit_json, fmt_time, parse_time, render_body
 from mqtool.cli.send import NamesrvOpt
@@ -41,6 +42,7 @@ def render(env: dict, fmt: str) -> str:
     return out.replace("\\t", "\t")
 
 
+@with_credentials
 def consume(
     topic: Annotated[str, typer.Option("-t", "--topic")],
     namesrv: NamesrvOpt = "127.0.0.1:9876",

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import UsageError
 from mqtool.cli.output import console, emit_json, fmt_time, table
 from mqtool.cli.send import NamesrvOpt
@@ -93,6 +94,7 @@ def _print_diff(stores: list[Path], diff: dict) -> None:
 
 
 @app.command()
+@with_credentials
 def status(
     namesrv: NamesrvOpt = "127.0.0.1:9876",
     cluster: Annotated[Optional[str], typer.Option("-c", "--cluster", help="Only this cluster.")] = None,

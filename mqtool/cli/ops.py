@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from mqtool.cli.admin import JsonOpt, out_rows, run
+from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import UsageError
 from mqtool.cli.output import console, emit_json, fmt_time
 from mqtool.cli.send import NamesrvOpt
@@ -37,6 +38,7 @@ def _mq_rows(table: dict) -> list[tuple[dict, object]]:
     return sorted(rows, key=lambda r: (r[0].get("topic", ""), r[0].get("brokerName", ""), r[0].get("queueId", 0)))
 
 
+@with_credentials
 def broker_consume_stats(broker: Annotated[str, typer.Option("-b", "--broker", help="Broker address HOST:PORT.")],
                          namesrv: NamesrvOpt = "127.0.0.1:9876",
                          order: Annotated[bool, typer.Option("-o", "--order", help="Order topics only.")] = False,
@@ -63,6 +65,7 @@ def broker_consume_stats(broker: Annotated[str, typer.Option("-b", "--broker", h
         console.print(f"Diff Total: {body.get('totalDiff', 0)}")
 
 
+@with_credentials
 def group_status(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                  client: Annotated[Optional[str], typer.Option("-i", "--client-id")] = None,
                  json_out: JsonOpt = False) -> None:
@@ -105,6 +108,7 @@ def _plain(obj):
     return obj
 
 
+@with_credentials
 def message_cq(topic: Annotated[str, typer.Option("-t", "--topic")],
                queue: Annotated[int, typer.Option("-q", "--queue")],
                broker: Annotated[str, typer.Option("-b", "--broker", help="Broker address HOST:PORT.")],
@@ -126,6 +130,7 @@ def message_cq(topic: Annotated[str, typer.Option("-t", "--topic")],
         console.print(f"min {body.get('minQueueIndex')}, max {body.get('maxQueueIndex')}")
 
 
+@with_credentials
 def group_clone_offset(src: Annotated[str, typer.Option("-s", "--src-group")],
                        dest: Annotated[str, typer.Option("-d", "--dest-group")],
                        topic: Annotated[str, typer.Option("-t", "--topic")],
@@ -149,6 +154,7 @@ def group_clone_offset(src: Annotated[str, typer.Option("-s", "--src-group")],
 
 
 def _clean(code_name: str, what: str):
+    @with_credentials
     def command(namesrv: NamesrvOpt = "127.0.0.1:9876", broker: BrokerOpt = None, cluster: ClusterOpt = None,
                 json_out: JsonOpt = False) -> None:
         from mqtool_remoting.codes import RequestCode
@@ -169,6 +175,7 @@ clean_unused_topic = _clean("CLEAN_UNUSED_TOPIC", "remove consume queues of dele
 delete_expired_commitlog = _clean("DELETE_EXPIRED_COMMITLOG", "delete expired commit log files")
 
 
+@with_credentials
 def stats_all(namesrv: NamesrvOpt = "127.0.0.1:9876",
               topic: Annotated[Optional[str], typer.Option("-t", "--topic")] = None,
               active: Annotated[bool, typer.Option("-a", "--active", help="Topics with traffic only.")] = False,
@@ -217,6 +224,7 @@ def stats_all(namesrv: NamesrvOpt = "127.0.0.1:9876",
                                           "out_msg_24h"])
 
 
+@with_credentials
 def topic_clusters(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                    json_out: JsonOpt = False) -> None:
     """The clusters a topic lives in (mqadmin topicClusterList)."""
@@ -227,6 +235,7 @@ def topic_clusters(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv
     out_rows(run(namesrv, go), json_out, ["cluster"])
 
 
+@with_credentials
 def write_perm(action: Annotated[str, typer.Argument(help="wipe or add")],
                broker: Annotated[str, typer.Option("-b", "--broker-name", help="Broker name.")],
                namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
@@ -250,6 +259,7 @@ def write_perm(action: Annotated[str, typer.Argument(help="wipe or add")],
     out_rows(run(namesrv, go), json_out, ["namesrv", "broker", "action", "topics"])
 
 
+@with_credentials
 def producer_list(broker: Annotated[str, typer.Option("-b", "--broker", help="Broker address HOST:PORT.")],
                   namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """Every producer connected to a broker, by group (mqadmin producer)."""
@@ -261,6 +271,7 @@ def producer_list(broker: Annotated[str, typer.Option("-b", "--broker", help="Br
     out_rows(rows, json_out, ["group", "client_id", "address", "language", "version", "last_update"])
 
 
+@with_credentials
 def namesrv_update_config(settings: Annotated[list[str], typer.Argument(help="key=value pairs")],
                           namesrv: NamesrvOpt = "127.0.0.1:9876") -> None:
     """Change name server settings at run time (mqadmin updateNamesrvConfig)."""

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import UsageError
 from mqtool.cli.output import console, emit_json, table
 
@@ -15,6 +16,7 @@ NamesrvOpt = Annotated[str, typer.Option("-n", "--namesrv-addr", envvar="NAMESRV
                                          help="Name servers, ';'-separated (or NAMESRV_ADDR).")]
 
 
+@with_credentials
 def send(
     topic: Annotated[str, typer.Option("-t", "--topic")],
     body: Annotated[Optional[str], typer.Argument(help="Message body; omit to read stdin.")] = None,

@@ -5,6 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import UsageError
 from mqtool.cli.output import console, emit_json
 from mqtool.cli.send import NamesrvOpt
@@ -13,6 +14,7 @@ SORTS = ("rate", "lag", "name")
 KEYS_HELP = "q quit · s sort ({sort}) · / filter{filt} · Esc clear filter"
 
 
+@with_credentials
 def top(namesrv: NamesrvOpt = "127.0.0.1:9876",
         cluster: Annotated[Optional[str], typer.Option("-c", "--cluster", help="Only this cluster.")] = None,
         interval: Annotated[float, typer.Option("-i", "--interval", min=0.2, help="Seconds between refreshes.")] = 2.0,

@@ -1,6 +1,7 @@
 """What producers, consumers and the admin API share: name servers, routes, the remoting client."""
 from __future__ import annotations
 
+import contextvars
 import os
 import random
 import socket
@@ -8,6 +9,7 @@ import time
 from dataclasses import dataclass
 
 from mqtool_remoting import jsonbody
+from mqtool_remoting.acl import Credentials
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingCommandError, RemotingError
@@ -15,6 +17,8 @@ from mqtool_remoting.transport import RemotingClient
 
 ROUTE_TTL_S = 30.0
 DEFAULT_TIMEOUT_S = 3.0
+# Credentials for clients built without any (the CLI sets them once per command: --access-key ...).
+DEFAULT_CREDENTIALS: contextvars.ContextVar[Credentials | None] = contextvars.ContextVar("credentials", default=None)
 
 
 @dataclass(frozen=True)
@@ -79,12 +83,17 @@ def client_ip() -> str:
 
 
 class ClientBase:
-    def __init__(self, namesrv: str, timeout_s: float = DEFAULT_TIMEOUT_S, instance: str | None = None):
+    """`credentials` (plain ACL) sign every request, to name servers and brokers alike, as the Java
+    client's AclClientRPCHook does; without them, DEFAULT_CREDENTIALS, else requests go unsigned."""
+
+    def __init__(self, namesrv: str, timeout_s: float = DEFAULT_TIMEOUT_S, instance: str | None = None,
+                 credentials: Credentials | None = None):
         self.namesrv_addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise RemotingError("no name server address given (-n HOST:PORT)")
         self.timeout_s = timeout_s
-        self.remoting = RemotingClient(self.on_request)
+        self.credentials = credentials or DEFAULT_CREDENTIALS.get()
+        self.remoting = RemotingClient(self.on_request, self.credentials.sign if self.credentials else None)
         self.routes: dict[str, TopicRoute] = {}
         self.client_id = f"{client_ip()}@{instance or f'{os.getpid()}#{time.monotonic_ns()}'}"
 

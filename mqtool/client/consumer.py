@@ -53,8 +53,9 @@ def allocate_average(queues: list[MessageQueue], clients: list[str], me: str) ->
 class Consumer(ClientBase):
     """Pull-side primitives shared by the explicit-queue and group consumers."""
 
-    def __init__(self, namesrv: str, group: str = "CID_MQTOOL", timeout_s: float = 3.0, instance: str | None = None):
-        super().__init__(namesrv, timeout_s, instance)
+    def __init__(self, namesrv: str, group: str = "CID_MQTOOL", timeout_s: float = 3.0, instance: str | None = None,
+                 credentials=None):
+        super().__init__(namesrv, timeout_s, instance, credentials)
         self.group = group
         self.pull_from: dict[MessageQueue, int] = {}    # pullFromWhichNodeTable: suggestWhichBrokerId
 
@@ -145,8 +146,8 @@ class GroupConsumer(Consumer):
     the group also consumes its retry topic `%RETRY%group`, as the Java client does."""
 
     def __init__(self, namesrv: str, group: str, topic: str, expression: str = "*", broadcast: bool = False,
-                 start: str = "last", instance: str | None = None, retry_topic: bool = True):
-        super().__init__(namesrv, group, instance=instance)
+                 start: str = "last", instance: str | None = None, retry_topic: bool = True, credentials=None):
+        super().__init__(namesrv, group, instance=instance, credentials=credentials)
         self.topic, self.expression, self.broadcast, self.start_from = topic, expression, broadcast, start
         self.subs = {topic: expression}
         if retry_topic and not broadcast:
@@ -342,8 +343,8 @@ class PushConsumer(GroupConsumer):
 
     def __init__(self, namesrv: str, group: str, topic: str, expression: str = "*", orderly: bool = False,
                  broadcast: bool = False, start: str = "first", max_reconsume_times: int = 16,
-                 instance: str | None = None):
-        super().__init__(namesrv, group, topic, expression, broadcast, start, instance)
+                 instance: str | None = None, credentials=None):
+        super().__init__(namesrv, group, topic, expression, broadcast, start, instance, credentials=credentials)
         self.orderly = orderly
         self.max_reconsume_times = max_reconsume_times
         self.locked: set[MessageQueue] = set()

@@ -62,8 +62,8 @@ class UniqIdMaker:
 
 class Producer(ClientBase):
     def __init__(self, namesrv: str, group: str = "PID_MQTOOL", retries: int = 2, timeout_s: float = 3.0,
-                 compress_over: int = COMPRESS_OVER, instance: str | None = None):
-        super().__init__(namesrv, timeout_s, instance)
+                 compress_over: int = COMPRESS_OVER, instance: str | None = None, credentials=None):
+        super().__init__(namesrv, timeout_s, instance, credentials)
         self.group = group
         self.retries = retries
         self.compress_over = compress_over

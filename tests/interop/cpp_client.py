@@ -38,9 +38,16 @@ def message(topic, m) -> Message:
     return msg
 
 
+def credentials(client, a) -> None:
+    """Plain ACL: the client signs every request (ClientRPCHook) when the scenario names an account."""
+    if a.get("ak"):
+        client.set_session_credentials(a["ak"], a["sk"], a.get("channel", "ALIYUN"))
+
+
 def produce(ns, a) -> None:
     p = Producer(a.get("group", "PID_INTEROP"))
     p.set_namesrv_addr(ns)
+    credentials(p, a)
     p.start()
     done = threading.Semaphore(0)
     try:
@@ -81,6 +88,7 @@ def produce(ns, a) -> None:
 def pull(ns, a) -> None:
     c = PullConsumer(a.get("group", "CID_INTEROP_PULL"))
     c.set_namesrv_addr(ns)
+    credentials(c, a)
     c.start()
     got = 0
     deadline = time.time() + a.get("timeout", 20)
@@ -109,6 +117,7 @@ def push(ns, a) -> None:
     model = MessageModel.BROADCASTING if a.get("broadcast") else MessageModel.CLUSTERING
     c = PushConsumer(a["group"], orderly=a.get("orderly", False), message_model=model)
     c.set_namesrv_addr(ns)
+    credentials(c, a)
     c.set_instance_name(a.get("name", "c1"))
     failed = set()
     lock = threading.Lock()
@@ -141,7 +150,34 @@ def push(ns, a) -> None:
         out({"stopped": a.get("name", "")})
 
 
-SCENARIOS = {"produce": produce, "pull": pull, "push": push}
+def pull_status(ns, a) -> None:
+    """One Pull per queue, each status reported (the wrapper's `pull` loops forever on an error status)."""
+    from rocketmq.client import _CMessageQueue
+    from rocketmq.ffi import _CPullStatus
+    import ctypes
+    c = PullConsumer(a.get("group", "CID_INTEROP_PULL"))
+    c.set_namesrv_addr(ns)
+    credentials(c, a)
+    c.start()
+    try:
+        queues = ctypes.POINTER(_CMessageQueue)()
+        size = ctypes.c_int()
+        ffi_check(dll.FetchSubscriptionMessageQueues(c._handle, a["topic"].encode(), ctypes.pointer(queues),
+                                                     ctypes.pointer(size)))
+        for i in range(size.value):
+            res = dll.Pull(c._handle, ctypes.pointer(queues[i]), b"*", 0, 32)
+            bodies = [RecvMessage(res.msgFoundList[j]).body.decode() for j in range(int(res.size))] \
+                if res.pullStatus == _CPullStatus.FOUND else []
+            out({"queue": i, "status": _CPullStatus(res.pullStatus).name, "bodies": bodies})
+            dll.ReleasePullResult(res)
+        ffi_check(dll.ReleaseSubscriptionMessageQueue(queues))
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        out({"error": str(exc)})
+    finally:
+        c.shutdown()
+
+
+SCENARIOS = {"produce": produce, "pull": pull, "push": push, "pull_status": pull_status}
 
 if __name__ == "__main__":
     SCENARIOS[sys.argv[1]](sys.argv[2], json.loads(sys.argv[3]))
