@@ -289,9 +289,15 @@ class RecordIterator:
                 break
             yield pos, rec
             pos += rec.total_size
-        end = classify_end(buf, pos, limit)
-        if detail and pos + 8 <= limit and _SIZE_MAGIC.unpack_from(buf, pos)[1] in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
-            end = FileEnd(pos, "corrupt", detail, max(1, last_nonzero(buf, pos, limit) - pos + 1))
-        elif end.reason == "corrupt":
-            end = FileEnd(pos, "corrupt", detail or end.detail, end.invalid_bytes)
-        self.end = end
+        self.end = decode_end(buf, pos, limit, detail)
+
+
+def decode_end(buf, pos: int, limit: int, detail: str = "") -> FileEnd:
+    """Where and why a record-by-record decode that stopped at `pos` ended (`detail`: the
+    FormatError message of the record it could not decode, if any)."""
+    end = classify_end(buf, pos, limit)
+    if detail and pos + 8 <= limit and _SIZE_MAGIC.unpack_from(buf, pos)[1] in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
+        end = FileEnd(pos, "corrupt", detail, max(1, last_nonzero(buf, pos, limit) - pos + 1))
+    elif end.reason == "corrupt":
+        end = FileEnd(pos, "corrupt", detail or end.detail, end.invalid_bytes)
+    return end
