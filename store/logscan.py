@@ -247,25 +247,59 @@ def header_table(buf, positions: list[int] | np.ndarray, end: int | None = None)
     return t, n_valid
 
 
+_TABLE_CHUNK = 1 << 16   # records per header_table call: its arrays stay in cache, memory flat
+
+
+class HeaderScan:
+    """Header-only scan of one file, chunk by chunk: iterating yields header tables of
+    consecutive valid records (at most _TABLE_CHUNK each); `.end` is then where the valid
+    records end and why."""
+
+    def __init__(self, buf, end: int | None = None, chunk: int | None = None):
+        self.buf = buf
+        self.limit = len(buf) if end is None else end
+        self.chunk = chunk or _TABLE_CHUNK
+        self.end: FileEnd | None = None
+
+    def __iter__(self):
+        buf, end = self.buf, self.limit
+        positions, file_end = walk_array(buf, 0, end)
+        for lo in range(0, len(positions), self.chunk):
+            part = positions[lo:lo + self.chunk]
+            table, n_valid = header_table(buf, part, end)
+            if n_valid < len(part):
+                if n_valid:
+                    yield {k: v[:n_valid] for k, v in table.items()}
+                file_end = _bad_record_end(buf, int(part[n_valid]), int(table["magic"][n_valid]), end)
+                break
+            yield table
+        self.end = file_end
+
+
+def _bad_record_end(buf, stop: int, magic: int, end: int) -> FileEnd:
+    """Where a file ends when the header checks refuse the record at `stop`."""
+    file_end = classify_end(buf, stop, end)
+    if magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
+        try:
+            decode_record(buf, stop, end)
+            detail = "record size does not match its fields"
+        except FormatError as exc:
+            detail = exc.message
+        file_end = FileEnd(stop, "corrupt", detail, max(1, last_nonzero(buf, stop, end) - stop + 1))
+    return file_end
+
+
 def scan_file(buf, end: int | None = None):
     """Header-only scan of one file: (table, FileEnd), the table cut at the first bad record."""
-    if end is None:
-        end = len(buf)
-    positions, file_end = walk_array(buf, 0, end)
-    table, n_valid = header_table(buf, positions, end)
-    if n_valid < len(positions):
-        stop = int(positions[n_valid])
-        magic = int(table["magic"][n_valid])
-        table = {k: v[:n_valid] for k, v in table.items()}
-        file_end = classify_end(buf, stop, end)
-        if magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
-            try:
-                decode_record(buf, stop, end)
-                detail = "record size does not match its fields"
-            except FormatError as exc:
-                detail = exc.message
-            file_end = FileEnd(stop, "corrupt", detail, max(1, last_nonzero(buf, stop, end) - stop + 1))
-    return table, file_end
+    scan = HeaderScan(buf, end)
+    tables = list(scan)
+    if not tables:
+        table = {k: v[:0] for k, v in header_table(buf, np.zeros(0, np.int64), end)[0].items()}
+    elif len(tables) == 1:
+        table = tables[0]
+    else:
+        table = {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
+    return table, scan.end
 
 
 class RecordIterator:

@@ -14,31 +14,33 @@ from .query import index_files
 from .reader import CommitLogReader
 from .errors import StoreError
 from .indexfile import IndexFile
-from .logscan import _every_offset
+from .logscan import HeaderScan, _every_offset
 
 
 def commitlog_stats(reader: CommitLogReader, progress=None) -> dict:
     files = []
     groups: dict[tuple[str, int], dict] = {}
     topic_cache: dict[bytes, str] = {}
-    for f, table, end in reader.scan():
+    for f in reader.files:
         buf = reader.buffer(f)
-        n = len(table["position"])
+        scan = HeaderScan(buf)
+        n = 0
+        for table in scan:              # chunk by chunk: the arrays stay in cache
+            n += len(table["position"])
+            tids, names = topic_ids(buf, table["topic_pos"], table["topic_len"], topic_cache)
+            for (tid, qid), agg in queue_totals(tids, table).items():
+                g = groups.setdefault((names[tid], qid), {"messages": 0, "bytes": 0})
+                g["messages"] += agg["messages"]
+                g["bytes"] += agg["bytes"]
+                for name, pick in (("min_queue_offset", _min), ("max_queue_offset", _max),
+                                   ("first_store_time", _min), ("last_store_time", _max)):
+                    g[name] = pick(g.get(name), agg[name])
+        end = scan.end
         files.append({"file": f.path.name, "start": f.start, "size": f.size, "records": n,
                       "write_position": end.position, "end": end.reason, "detail": end.detail,
                       "invalid_bytes": end.invalid_bytes})
         if progress:
             progress(f.size)
-        if not n:
-            continue
-        tids, names = topic_ids(buf, table["topic_pos"], table["topic_len"], topic_cache)
-        for (tid, qid), agg in queue_totals(tids, table).items():
-            g = groups.setdefault((names[tid], qid), {"messages": 0, "bytes": 0})
-            g["messages"] += agg["messages"]
-            g["bytes"] += agg["bytes"]
-            for name, pick in (("min_queue_offset", _min), ("max_queue_offset", _max),
-                               ("first_store_time", _min), ("last_store_time", _max)):
-                g[name] = pick(g.get(name), agg[name])
     queues = [{"topic": t, "queue_id": q, **v} for (t, q), v in sorted(groups.items())]
     return {"files": files, "queues": queues}
 
@@ -54,7 +56,11 @@ def topic_ids_loop(buf, topic_pos: np.ndarray, topic_len: np.ndarray, cache: dic
 
 # A topic shorter than 16 (or 32) bytes is told apart exactly by its bytes read as two (four)
 # 64-bit words, its length in the last word's top byte; longer ones are decoded one by one.
-_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+# By topic length (0..32): the mask of word k's bytes that belong to the topic, and the length
+# in the top byte.
+_WORD_MASKS = [np.array([(1 << (8 * min(max(n - 8 * k, 0), 8))) - 1 for n in range(33)], dtype=np.uint64)
+               for k in range(4)]
+_LENGTH_TAGS = np.array([n << 56 for n in range(33)], dtype=np.uint64)
 _SLOW = np.uint64((1 << 64) - 1)   # never a fast record's last word (its top byte is a length < 32)
 _DISTINCT_BY_MASK = 16   # this many distinct topics are found by equality masks, more by a sort
 
@@ -65,16 +71,17 @@ def topic_ids(buf, topic_pos: np.ndarray, topic_len: np.ndarray, cache: dict[byt
     Records are grouped by their topic's words; one representative per group is decoded.
     """
     n = len(topic_pos)
-    pos = topic_pos.astype(np.int64)
-    length = topic_len.astype(np.int64)
+    pos = np.asarray(topic_pos, dtype=np.int64)
+    length = np.asarray(topic_len, dtype=np.int64)
     nwords = 2 if int(length.max()) < 16 else 4
     width = 8 * nwords
     slow = (length >= width) | (pos + width > len(buf))
     any_slow = bool(slow.any())
     raw = _every_offset(buf, f"S{width}")[np.where(slow, 0, pos) if any_slow else pos]
     raw = raw.view("<u8").reshape(n, nwords)
-    cols = [raw[:, k] & _MASKS[np.clip(length - 8 * k, 0, 8)] for k in range(nwords)]
-    cols[-1] |= length.astype(np.uint64) << np.uint64(56)
+    short = np.minimum(length, 32) if any_slow else length
+    cols = [raw[:, k] & _WORD_MASKS[k][short] for k in range(nwords)]
+    cols[-1] |= _LENGTH_TAGS[short]
     if any_slow:
         cols[-1][slow] = _SLOW
     group, reps = _distinct(cols)
@@ -136,11 +143,12 @@ def queue_totals(tids: np.ndarray, table: dict) -> dict[tuple[int, int], dict]:
         n_codes = len(uniq)
     messages = np.bincount(code, minlength=n_codes)
     nbytes = np.bincount(code, weights=table["total_size"], minlength=n_codes)
-    ranges = {name: _reduce(op, code, table[field].astype(np.int64), n_codes)
-              for name, op, field in (("min_queue_offset", np.minimum, "queue_offset"),
-                                      ("max_queue_offset", np.maximum, "queue_offset"),
-                                      ("first_store_time", np.minimum, "store_timestamp"),
-                                      ("last_store_time", np.maximum, "store_timestamp"))}
+    qoff = table["queue_offset"].astype(np.int64)
+    store_time = table["store_timestamp"].astype(np.int64)
+    ranges = {"min_queue_offset": _reduce(np.minimum, code, qoff, n_codes),
+              "max_queue_offset": _reduce(np.maximum, code, qoff, n_codes),
+              "first_store_time": _reduce(np.minimum, code, store_time, n_codes),
+              "last_store_time": _reduce(np.maximum, code, store_time, n_codes)}
     out = {}
     for c in np.flatnonzero(messages).tolist():
         if uniq is None:

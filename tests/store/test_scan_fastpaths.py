@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from mqtool_store.commitlog import MessageRecordSchema, encode_blank, encode_record, new_record
-from mqtool_store.logscan import RecordIterator, scan_file, walk, walk_array, walk_loop
+from mqtool_store import logscan
+from mqtool_store.logscan import HeaderScan, RecordIterator, header_table, scan_file, walk, walk_array, walk_loop
 from mqtool_store.reader import CommitLogReader
 from mqtool_store.stats import commitlog_stats, topic_ids, topic_ids_loop
 from tests.store.varied import damage, encode, varied_records, write_commitlog
@@ -61,6 +62,23 @@ def test_walk_array_is_walk_loop(seed):
             pos, fend = walk_array(b, start, end)
             assert pos.tolist() == ref_pos and fend == ref_end
             assert walk(b, start, end) == (ref_pos, ref_end)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_header_scan_chunks_are_the_whole_file_scan(seed):
+    for b in damaged_copies(varied_buffer(seed=seed), seed):
+        # the reference: the whole walk_loop list in one header_table call, cut at the first bad record
+        positions, _ = walk_loop(b)
+        whole, n_valid = header_table(b, positions)
+        table, end = scan_file(b)
+        assert table["position"].tolist() == positions[:n_valid]
+        for chunk in (1, 7, 50):
+            scan = HeaderScan(b, chunk=chunk)
+            parts = list(scan)
+            assert scan.end == end
+            for name in ("position", "queue_offset", "topic_pos", "props_len", "store_timestamp"):
+                got = np.concatenate([p[name] for p in parts]).tolist() if parts else []
+                assert got == whole[name][:n_valid].tolist() == table[name].tolist()
 
 
 def test_walk_on_every_buffer_kind_and_edge(tmp_path):
@@ -159,8 +177,10 @@ def reference_stats(directory) -> dict:
     return {"files": files, "queues": queues}
 
 
+@pytest.mark.parametrize("table_chunk", [1 << 16, 13])
 @pytest.mark.parametrize("how", [None, "garbage", "size", "magic", "zeros", "body_len"])
-def test_commitlog_stats_are_a_per_record_count(tmp_path, how):
+def test_commitlog_stats_are_a_per_record_count(tmp_path, monkeypatch, how, table_chunk):
+    monkeypatch.setattr(logscan, "_TABLE_CHUNK", table_chunk)
     d = tmp_path / "commitlog"
     files = write_commitlog(d, varied_records(300), file_size=8 * 1024)
     if how:
