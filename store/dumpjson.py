@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import struct
 import zlib
 from typing import Callable, Iterator
@@ -232,6 +231,13 @@ def _matches(f: Filters, topic: str, qid: int, props: dict, store_ts: int) -> bo
     return True
 
 
+def _bound(cache: dict, most: int = 4096) -> None:
+    """Caches are emptied when full: repeating values refill them at once, unique ones must not
+    grow them without end."""
+    if len(cache) >= most:
+        cache.clear()
+
+
 class _Formatter:
     """What repeats between records, encoded once per value; and the less common parts."""
 
@@ -249,11 +255,13 @@ class _Formatter:
         t = self.topics.get(raw)
         if t is None:
             text = raw.decode("utf-8", "replace")
+            _bound(self.topics)
             t = self.topics[raw] = (text, encode_str(text))
         return t
 
     def topic_part(self, raw: bytes, qid: int) -> str:
         """From the magic code to the queue offset key."""
+        _bound(self.topic_parts)
         part = self.topic_parts[(raw, qid)] = (f'"magic": {self.magic}, "topic": {self.topic(raw)[1]}, '
                                                f'"queue_id": {qid}, "queue_offset": ')
         return part
@@ -264,6 +272,7 @@ class _Formatter:
         # The reference encoder on the four consecutive sysflag keys, braces cut off.
         flags = json.dumps({"sys_flag": sf, "sys_flags": sys_flag_names(sf), "transaction": transaction_name(sf),
                             "compression": None}, ensure_ascii=False)[1:-1]
+        _bound(self.hosts)      # prepared transaction offsets can differ on every record
         h = self.hosts[(flag, sf, bip, bport, sip, sport, rt, pto)] = (
             f'{flag}, {flags}, "born_timestamp": ',
             f', "born_host": {encode_str(host_text(bip, bport))}, "store_timestamp": ',
@@ -274,6 +283,7 @@ class _Formatter:
 
     def shape(self, names: tuple[str, ...]) -> tuple:
         """(no key twice?, index of TAGS, KEYS, UNIQ_KEY among the values) for a list of keys."""
+        _bound(self.shapes)
         s = self.shapes[names] = (len(set(names)) == len(names),
                                   *(names.index(k) if k in names else None for k in ("TAGS", "KEYS", "UNIQ_KEY")))
         return s

@@ -16,7 +16,7 @@ from mqtool_store.codes import CompressionType
 from mqtool_store.mappedfiles import offset_to_file_name
 
 V6 = bytes.fromhex("20010db8000000000000000000000001")
-BAD_UTF8 = b"\xc3\x28\xff\xfe\xa0"          # replaces the same-length placeholder below
+BAD_UTF8 = b"\xc3\x28\xff\xfe\xe4"          # replaces the same-length placeholder below (ends cut short)
 PLACEHOLDER = b"@BAD@"
 MAGIC_LOOKALIKE = struct.pack(">ii", 200, -626843481)   # a TOTALSIZE and MESSAGE_MAGIC, in a body
 
