@@ -1,16 +1,24 @@
-"""Benchmark: offline commitlog and consume queue scans (issue 2).
+"""Benchmark: offline commitlog and consume queue scans (issue 2), stats and dump --json.
 
 Writes a synthetic store of ~200-byte records (default 1 GiB of commitlog), then reports, in
 the same run and on the same (page-cached) data:
   * baseline: raw read bandwidth over the mmap (numpy sum of every byte), and the construct
     schema parse rate (on a sample, since it is ~100x slower);
-  * header-only commitlog scan (walk + vectorised header table): records/s, MB/s;
+  * header-only commitlog scan (`HeaderScan`: vectorised walk, header tables chunk by chunk,
+    as `store stats` and `scan_file` run it): records/s, MB/s; beside it the scan as it was (the Python hop loop `walk_loop`, then one
+    header_table call per file);
+  * `store stats`' commitlog part (`commitlog_stats`): records/s and its ratio to the scan;
+  * `store dump --json` rows: the fast writer (`store/dumpjson.py`) against the reference path
+    (a row dict per record + the CLI's json.dumps), in process, --body none and --body text,
+    on the first --dump-records records; and the CLI end to end (`python -m mqtool store dump
+    FILE --json`, stdout to /dev/null, start-up included);
   * full decode with properties: records/s, MB/s;
   * consume queue scan (numpy over 20-byte units): GB/s;
 each also as a ratio to its baseline, and the anonymous memory (RssAnon) before/after, which
-must stay flat as files grow because everything is mmap'ed and streamed.
+must stay flat as files grow because everything is mmap'ed and streamed. With --repeat N every
+timed figure is the median of N runs (the machine is shared: single runs vary a lot).
 
-    python benchmarks/store_scan.py [--size-mib 1024] [--quick] [--dir DIR] [--json]
+    python benchmarks/store_scan.py [--size-mib 1024] [--quick] [--dir DIR] [--repeat N] [--json]
 """
 from __future__ import annotations
 
@@ -19,7 +27,9 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,8 +41,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mqtool_store.commitlog import MessageRecordSchema, encode_blank, encode_record, new_record  # noqa: E402
 from mqtool_store.consumequeue import CqUnitSchema, read_units, valid_prefix  # noqa: E402
-from mqtool_store.logscan import RecordIterator, header_table, walk  # noqa: E402
+from mqtool_store.dump import Filters, dump_commitlog  # noqa: E402
+from mqtool_store.dumpjson import commitlog_json  # noqa: E402
+from mqtool_store.logscan import HeaderScan, RecordIterator, header_table, walk_loop  # noqa: E402
 from mqtool_store.mappedfiles import ReadOnlyMap, offset_to_file_name  # noqa: E402
+from mqtool_store.reader import CommitLogReader  # noqa: E402
+from mqtool_store.stats import commitlog_stats  # noqa: E402
+from mqtool.cli.output import json_line, render_body  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
 
 FILE_SIZE = 256 * 1024 * 1024
 
@@ -98,14 +115,63 @@ def timed(fn):
     return out, time.perf_counter() - t0
 
 
+def median_timed(fn, repeat: int):
+    """(result of the last run, median seconds, every run's seconds), after one untimed run."""
+    if repeat > 1:
+        fn()
+    times = []
+    for _ in range(repeat):
+        out, t = timed(fn)
+        times.append(t)
+    return out, statistics.median(times), times
+
+
+def dump_reference(directory: Path, limit: int, body: str) -> int:
+    """The reference `store dump --json`: a row dict per record, the CLI's rendering and encoder."""
+    n = 0
+    with CommitLogReader(directory) as reader, open(os.devnull, "w", encoding="utf-8") as out:
+        for row in dump_commitlog(reader, Filters(limit=limit)):
+            if row["kind"] == "message":
+                text, cut = render_body(row.pop("body_bytes"), body, None)
+                row["body"], row["body_truncated"], row["body_encoding"] = text, cut, body
+                n += 1
+            out.write(json_line(row))
+    return n
+
+
+def dump_fast(directory: Path, limit: int, body: str) -> int:
+    """The fast writer, as the CLI drives it (chunks of lines straight to the output)."""
+    n = 0
+    with CommitLogReader(directory) as reader, open(os.devnull, "w", encoding="utf-8") as out:
+        for item in commitlog_json(reader, Filters(limit=limit), body, None, None):
+            if isinstance(item, str):
+                n += item.count("\n")
+                out.write(item)
+    return n
+
+
+def dump_cli(path: Path, limit: int, body: str) -> float:
+    """Seconds for `mqtool store dump PATH --json --body BODY --limit N > /dev/null`."""
+    t0 = time.perf_counter()
+    with open(os.devnull, "w") as null:
+        subprocess.run([sys.executable, "-m", "mqtool", "store", "dump", str(path), "--json", "--body", body,
+                        "--limit", str(limit)], stdout=null, check=True, cwd=REPO)
+    return time.perf_counter() - t0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--quick", action="store_true", help="64 MiB, for a smoke run")
     ap.add_argument("--dir", type=Path, default=None, help="where to write the data (default: a temp dir)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per timed figure (the median is reported)")
+    ap.add_argument("--dump-records", type=int, default=500_000,
+                    help="records per dump --json run (the reference path runs a tenth of them)")
     args = ap.parse_args()
     total = (64 if args.quick else args.size_mib) * 1024 * 1024
+    if args.quick:
+        args.dump_records = min(args.dump_records, 20_000)
     root = Path(tempfile.mkdtemp(prefix="mqtool-bench-", dir=args.dir))
     try:
         rss0 = rss_anon_kib()
@@ -123,16 +189,49 @@ def main() -> int:
         _, t_raw = timed(raw_read)
 
         def header_scan():
+            """The header-only walk the tools run (`HeaderScan`: vectorised walk, header tables
+            chunk by chunk; `scan_file` concatenates the same tables)."""
             n = 0
             for p in files:
                 with ReadOnlyMap(p, populate=True) as m:
-                    positions, _ = walk(m.buf)
+                    for table in HeaderScan(m.buf):
+                        n += len(table["position"])
+                    del table
+            return n
+
+        def header_scan_before():
+            """The scan as it was: the Python hop loop, then one header_table call per file."""
+            n = 0
+            for p in files:
+                with ReadOnlyMap(p, populate=True) as m:
+                    positions, _ = walk_loop(m.buf)
                     table, valid = header_table(m.buf, positions)
                     n += valid
                     del table
             return n
-        n_hdr, t_hdr = timed(header_scan)
+        n_hdr, t_hdr, runs_hdr = median_timed(header_scan, args.repeat)
         rss_after_scan = rss_anon_kib()
+        n_loop, t_loop, runs_loop = median_timed(header_scan_before, args.repeat)
+
+        def stats():
+            with CommitLogReader(root / "commitlog", populate=True) as reader:
+                return sum(q["messages"] for q in commitlog_stats(reader)["queues"])
+        n_stats, t_stats, runs_stats = median_timed(stats, args.repeat)
+
+        cl_dir = root / "commitlog"
+        dump_n = min(args.dump_records, records)
+        dump = {}
+        for body in ("none", "text"):
+            n_ref, t_ref, _ = median_timed(lambda: dump_reference(cl_dir, dump_n // 10, body), args.repeat)
+            n_fast, t_fast, runs_fast = median_timed(lambda: dump_fast(cl_dir, dump_n, body), args.repeat)
+            t_cli = statistics.median(dump_cli(cl_dir, dump_n, body) for _ in range(args.repeat))
+            assert n_ref == dump_n // 10 and n_fast == dump_n, (n_ref, n_fast)
+            dump[f"body_{body}"] = {
+                "reference_records_per_s": round(n_ref / t_ref), "fast_records_per_s": round(n_fast / t_fast),
+                "fast_runs_s": [round(t, 3) for t in runs_fast],
+                "vs_reference": round((n_fast / t_fast) / (n_ref / t_ref), 1),
+                "cli_records_per_s": round(dump_n / t_cli), "cli_seconds": round(t_cli, 2),
+                "records": dump_n, "reference_records": n_ref}
 
         def full_decode():
             n = 0
@@ -178,8 +277,15 @@ def main() -> int:
             "baseline": {"raw_read_MBps": round(mb / t_raw, 1),
                          "construct_records_per_s": round(construct_rate)},
             "header_scan": {"records_per_s": round(n_hdr / t_hdr), "MBps": round(mb / t_hdr, 1),
+                            "runs_s": [round(t, 3) for t in runs_hdr],
                             "vs_raw_read": round(t_raw / t_hdr, 3),
-                            "vs_construct": round(n_hdr / t_hdr / construct_rate, 1)},
+                            "vs_construct": round(n_hdr / t_hdr / construct_rate, 1),
+                            "vs_before": round(t_loop / t_hdr, 2)},
+            "header_scan_before": {"records_per_s": round(n_loop / t_loop),
+                                             "runs_s": [round(t, 3) for t in runs_loop]},
+            "stats": {"records_per_s": round(n_stats / t_stats), "runs_s": [round(t, 3) for t in runs_stats],
+                      "vs_header_scan": round(t_hdr / t_stats, 2)},
+            "dump_json": dump,
             "full_decode": {"records_per_s": round(n_full / t_full), "MBps": round(mb / t_full, 1),
                             "vs_raw_read": round(t_raw / t_full, 3),
                             "vs_construct": round(n_full / t_full / construct_rate, 1)},
@@ -189,7 +295,7 @@ def main() -> int:
             "memory": {"rss_anon_start_kib": rss0, "after_header_scan_kib": rss_after_scan,
                        "end_kib": rss_end},
         }
-        assert n_hdr == n_full == records, (n_hdr, n_full, records)
+        assert n_hdr == n_loop == n_stats == n_full == records, (n_hdr, n_loop, n_stats, n_full, records)
         if args.json:
             print(json.dumps(result))
         else:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .checkpoint import decode_checkpoint
-from .codes import CompressionType, SysFlag, TransactionType, named
+from .codes import TRANSACTION_TYPE_MASK, CompressionType, SysFlag, TransactionType, named
 from .commitlog import MessageRecord
 from .compression import compression_type, decompress
 from .configfiles import load_config
@@ -60,13 +60,13 @@ def record_row(offset: int, rec: MessageRecord, file: str | None = None) -> dict
             body = decompress(rec.body, rec.sys_flag)
     except (CompressionUnavailable, FormatError) as exc:
         body, note, kind = None, exc.message, None
-    flags = [f.name for f in SysFlag if f & rec.sys_flag and f.name and not f.name.startswith("TRANSACTION")]
+    flags = sys_flag_names(rec.sys_flag)
     return {
         "kind": "message", "file": file, "commitlog_offset": offset, "store_size": rec.total_size,
         "magic": named_value(rec.magic_name), "topic": rec.topic, "queue_id": rec.queue_id,
         "queue_offset": rec.queue_offset, "physical_offset": rec.physical_offset,
         "flag": rec.flag, "sys_flag": rec.sys_flag, "sys_flags": flags,
-        "transaction": named_value(named(TransactionType, rec.transaction_type)),
+        "transaction": transaction_name(rec.sys_flag),
         "compression": kind.name if isinstance(kind, CompressionType) else None,
         "born_timestamp": rec.born_timestamp, "born_host": rec.born_host,
         "store_timestamp": rec.store_timestamp, "store_host": rec.store_host,
@@ -77,6 +77,14 @@ def record_row(offset: int, rec: MessageRecord, file: str | None = None) -> dict
         "tags": rec.tags, "keys": rec.keys, "uniq_key": rec.uniq_key, "msg_id": rec.msg_id,
         "properties": rec.properties, "body_bytes": body, "body_note": note,
     }
+
+
+def sys_flag_names(sys_flag: int) -> list[str]:
+    return [f.name for f in SysFlag if f & sys_flag and f.name and not f.name.startswith("TRANSACTION")]
+
+
+def transaction_name(sys_flag: int):
+    return named_value(named(TransactionType, sys_flag & TRANSACTION_TYPE_MASK))
 
 
 def named_value(v):
@@ -190,16 +198,22 @@ def dump_config(path: Path) -> Iterator[dict]:
     yield {"kind": "config", "file": str(loaded.path), "data": loaded.data}
 
 
+COMMITLOG_KINDS = (Kind.ROOT, Kind.COMMITLOG_DIR, Kind.COMMITLOG_FILE)
+
+
+def commitlog_reader(path: Path, kind: Kind) -> CommitLogReader:
+    """The commitlog a path of one of COMMITLOG_KINDS names."""
+    if kind is Kind.ROOT:
+        return CommitLogReader(StorePaths.of(path).commitlog)
+    if kind is Kind.COMMITLOG_DIR:
+        return CommitLogReader(path)
+    return CommitLogReader.single_file(path)
+
+
 def dump_path(path: Path, kind: Kind, f: Filters) -> Iterator[dict]:
     """Every row of one path of a detected (or forced) kind."""
-    if kind in (Kind.ROOT, Kind.COMMITLOG_DIR, Kind.COMMITLOG_FILE):
-        if kind is Kind.ROOT:
-            reader = CommitLogReader(StorePaths.of(path).commitlog)
-        elif kind is Kind.COMMITLOG_DIR:
-            reader = CommitLogReader(path)
-        else:
-            reader = CommitLogReader.single_file(path)
-        with reader:
+    if kind in COMMITLOG_KINDS:
+        with commitlog_reader(path, kind) as reader:
             yield from dump_commitlog(reader, f)
     elif kind is Kind.CONSUMEQUEUE_DIR:
         if path.parent.parent.name == "consumequeue" and path.name.lstrip("-").isdigit():

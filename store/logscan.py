@@ -1,8 +1,9 @@
 """Walking commitlog files: where records are, where and why a file's valid data ends.
 
 Two speeds over the same bytes:
-  * `walk` + `header_table`: a tight loop that hops TOTALSIZE to TOTALSIZE, then numpy gathers
-    every fixed field of every record at once (the header-only scan);
+  * `walk` + `header_table`: the record starts (found by a vectorised magic-code search, checked
+    against the TOTALSIZE hops; `walk_loop` is the plain loop it must agree with), then numpy
+    gathers every fixed field of every record at once (the header-only scan);
   * `iter_records`: full decode of each record (body, topic, properties) with `decode_record`.
 Both stop at the same place for the same reason; tests hold them to it.
 """
@@ -65,16 +66,27 @@ def classify_end(buf, pos: int, end: int, detail: str = "") -> FileEnd:
 def walk(buf, start: int = 0, end: int | None = None) -> tuple[list[int], FileEnd]:
     """Positions of consecutive records from `start`, hopping TOTALSIZE to TOTALSIZE.
 
-    Only sizes are checked here, to keep the loop tight; `header_table` checks every magic
-    code and every size against its length fields (vectorised) and cuts the list at the
-    first bad one. The FileEnd is where the hops stopped.
+    Only sizes are checked here; `header_table` checks every magic code and every size against
+    its length fields (vectorised) and cuts the list at the first bad one. The FileEnd is where
+    the hops stopped. Same answer as `walk_loop`, found with numpy (`walk_array`).
     """
+    positions, file_end = walk_array(buf, start, end)
+    return positions.tolist(), file_end
+
+
+def walk_loop(buf, start: int = 0, end: int | None = None) -> tuple[list[int], FileEnd]:
+    """The reference walk: one Python hop per record. `walk_array` must give the same answer."""
     if end is None:
         end = len(buf)
+    positions, pos = _hop(buf, start, end)
+    return positions, classify_end(buf, pos, end)
+
+
+def _hop(buf, pos: int, end: int) -> tuple[list[int], int]:
+    """Hop from `pos` while sizes fit: (positions, where the hops stopped)."""
     unpack = _SIZE.unpack_from
     positions: list[int] = []
     append = positions.append
-    pos = start
     limit = end - MSG_FIXED_SIZE_V4
     while pos <= limit:
         size = unpack(buf, pos)[0]
@@ -82,6 +94,65 @@ def walk(buf, start: int = 0, end: int | None = None) -> tuple[list[int], FileEn
             break
         append(pos)
         pos += size
+    return positions, pos
+
+
+# 4.x records carry MESSAGE_MAGIC at +4; a byte search for it finds every record start at C speed.
+_MAGIC_BYTES = struct.pack(">i", MESSAGE_MAGIC)
+_SEARCH_CHUNK = 4 << 20
+
+
+def _magic_candidates(arr: np.ndarray, start: int, limit: int) -> np.ndarray:
+    """Every p in [start, limit] with MESSAGE_MAGIC at p+4 (true record starts and any look-alikes)."""
+    b0, b1, b2, b3 = _MAGIC_BYTES
+    out = []
+    for lo in range(start, limit + 1, _SEARCH_CHUNK):
+        hi = min(limit + 1, lo + _SEARCH_CHUNK)
+        idx = np.flatnonzero(arr[lo + 4:hi + 4] == b0)
+        idx += lo
+        idx = idx[(arr[idx + 5] == b1) & (arr[idx + 6] == b2) & (arr[idx + 7] == b3)]
+        out.append(idx)
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def walk_array(buf, start: int = 0, end: int | None = None) -> tuple[np.ndarray, FileEnd]:
+    """`walk_loop`'s answer as an int64 array, found mostly without a Python loop.
+
+    Record starts are searched for by their magic code; wherever the hop chain (p + TOTALSIZE)
+    runs through those candidates it is checked in one vector comparison. A hop that lands off
+    the candidates (a V2 magic code, a damaged record) continues with the Python loop, and a
+    look-alike inside a body is skipped because no hop lands on it, so the answer is always
+    the loop's.
+    """
+    if end is None:
+        end = len(buf)
+    limit = end - MSG_FIXED_SIZE_V4
+    if start > limit:
+        return np.zeros(0, np.int64), classify_end(buf, start, end)
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    cand = _magic_candidates(arr, start, limit)
+    sizes = _every_offset(buf, "S4")[cand].view(">i4").astype(np.int64) if cand.size else cand
+    nxt = cand + sizes
+    size_ok = (sizes >= MSG_FIXED_SIZE_V4) & (sizes <= end - cand)
+    chained = np.zeros(len(cand), dtype=bool)
+    chained[:-1] = nxt[:-1] == cand[1:]
+    breaks = np.flatnonzero(~(size_ok & chained))
+    segments = []
+    pos = start
+    while True:
+        i = int(np.searchsorted(cand, pos))
+        if i >= len(cand) or cand[i] != pos:
+            rest, pos = _hop(buf, pos, end)
+            segments.append(np.array(rest, dtype=np.int64))
+            break
+        b = int(breaks[np.searchsorted(breaks, i)])  # the last candidate is always a break
+        if not size_ok[b]:
+            segments.append(cand[i:b])
+            pos = int(cand[b])
+            break
+        segments.append(cand[i:b + 1])
+        pos = int(nxt[b])
+    positions = np.concatenate(segments) if len(segments) > 1 else segments[0]
     return positions, classify_end(buf, pos, end)
 
 
@@ -116,7 +187,10 @@ def _every_offset(buf, dtype) -> np.ndarray:
 
 
 def _read(buf, positions: np.ndarray, dtype) -> np.ndarray:
-    return _every_offset(buf, dtype)[positions].astype(np.int64)
+    # Gathering raw bytes items and viewing them afterwards is several times faster than
+    # gathering unaligned big-endian ints (or void items), which numpy copies one by one.
+    dt = np.dtype(dtype)
+    return _every_offset(buf, f"S{dt.itemsize}")[positions].view(dt).astype(np.int64)
 
 
 def header_table(buf, positions: list[int] | np.ndarray, end: int | None = None):
@@ -131,7 +205,9 @@ def header_table(buf, positions: list[int] | np.ndarray, end: int | None = None)
     n = len(pos)
     t = {"position": pos}
     fits = n and int(pos.max()) + 88 <= len(buf)
-    rows = _every_offset(buf, _FIXED_V4_DTYPE)[pos] if fits else np.zeros(n, _FIXED_V4_DTYPE)
+    # One 88-byte copy per record, gathered as bytes items (structured or void gathers are
+    # several times slower), then viewed as the fields.
+    rows = _every_offset(buf, "S88")[pos].view(_FIXED_V4_DTYPE) if fits else np.zeros(n, _FIXED_V4_DTYPE)
     for name in _FIXED_V4_DTYPE.names:
         if not name.startswith("_"):
             # Big-endian views: numpy reads them as ints; converting them all costs a pass each.
@@ -171,25 +247,59 @@ def header_table(buf, positions: list[int] | np.ndarray, end: int | None = None)
     return t, n_valid
 
 
+_TABLE_CHUNK = 1 << 16   # records per header_table call: its arrays stay in cache, memory flat
+
+
+class HeaderScan:
+    """Header-only scan of one file, chunk by chunk: iterating yields header tables of
+    consecutive valid records (at most _TABLE_CHUNK each); `.end` is then where the valid
+    records end and why."""
+
+    def __init__(self, buf, end: int | None = None, chunk: int | None = None):
+        self.buf = buf
+        self.limit = len(buf) if end is None else end
+        self.chunk = chunk or _TABLE_CHUNK
+        self.end: FileEnd | None = None
+
+    def __iter__(self):
+        buf, end = self.buf, self.limit
+        positions, file_end = walk_array(buf, 0, end)
+        for lo in range(0, len(positions), self.chunk):
+            part = positions[lo:lo + self.chunk]
+            table, n_valid = header_table(buf, part, end)
+            if n_valid < len(part):
+                if n_valid:
+                    yield {k: v[:n_valid] for k, v in table.items()}
+                file_end = _bad_record_end(buf, int(part[n_valid]), int(table["magic"][n_valid]), end)
+                break
+            yield table
+        self.end = file_end
+
+
+def _bad_record_end(buf, stop: int, magic: int, end: int) -> FileEnd:
+    """Where a file ends when the header checks refuse the record at `stop`."""
+    file_end = classify_end(buf, stop, end)
+    if magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
+        try:
+            decode_record(buf, stop, end)
+            detail = "record size does not match its fields"
+        except FormatError as exc:
+            detail = exc.message
+        file_end = FileEnd(stop, "corrupt", detail, max(1, last_nonzero(buf, stop, end) - stop + 1))
+    return file_end
+
+
 def scan_file(buf, end: int | None = None):
     """Header-only scan of one file: (table, FileEnd), the table cut at the first bad record."""
-    if end is None:
-        end = len(buf)
-    positions, file_end = walk(buf, 0, end)
-    table, n_valid = header_table(buf, positions, end)
-    if n_valid < len(positions):
-        stop = int(positions[n_valid])
-        magic = int(table["magic"][n_valid])
-        table = {k: v[:n_valid] for k, v in table.items()}
-        file_end = classify_end(buf, stop, end)
-        if magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
-            try:
-                decode_record(buf, stop, end)
-                detail = "record size does not match its fields"
-            except FormatError as exc:
-                detail = exc.message
-            file_end = FileEnd(stop, "corrupt", detail, max(1, last_nonzero(buf, stop, end) - stop + 1))
-    return table, file_end
+    scan = HeaderScan(buf, end)
+    tables = list(scan)
+    if not tables:
+        table = {k: v[:0] for k, v in header_table(buf, np.zeros(0, np.int64), end)[0].items()}
+    elif len(tables) == 1:
+        table = tables[0]
+    else:
+        table = {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
+    return table, scan.end
 
 
 class RecordIterator:
@@ -213,9 +323,15 @@ class RecordIterator:
                 break
             yield pos, rec
             pos += rec.total_size
-        end = classify_end(buf, pos, limit)
-        if detail and pos + 8 <= limit and _SIZE_MAGIC.unpack_from(buf, pos)[1] in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
-            end = FileEnd(pos, "corrupt", detail, max(1, last_nonzero(buf, pos, limit) - pos + 1))
-        elif end.reason == "corrupt":
-            end = FileEnd(pos, "corrupt", detail or end.detail, end.invalid_bytes)
-        self.end = end
+        self.end = decode_end(buf, pos, limit, detail)
+
+
+def decode_end(buf, pos: int, limit: int, detail: str = "") -> FileEnd:
+    """Where and why a record-by-record decode that stopped at `pos` ended (`detail`: the
+    FormatError message of the record it could not decode, if any)."""
+    end = classify_end(buf, pos, limit)
+    if detail and pos + 8 <= limit and _SIZE_MAGIC.unpack_from(buf, pos)[1] in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
+        end = FileEnd(pos, "corrupt", detail, max(1, last_nonzero(buf, pos, limit) - pos + 1))
+    elif end.reason == "corrupt":
+        end = FileEnd(pos, "corrupt", detail or end.detail, end.invalid_bytes)
+    return end

@@ -16,7 +16,12 @@ BODY_MODES = ("text", "hex", "base64", "none")
 
 
 def emit_json(obj) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=_json_default) + "\n")
+    sys.stdout.write(json_line(obj))
+
+
+def json_line(obj) -> str:
+    """One JSON line, as every --json output writes it."""
+    return json.dumps(obj, ensure_ascii=False, default=_json_default) + "\n"
 
 
 def _json_default(o):

@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from mqtool.cli.errors import EXIT_PROBLEMS, UsageError, err_console
-from mqtool.cli.output import (BODY_MODES, check_choice, console, emit_json, fmt_time, parse_time,
-                               render_body, table)
+from mqtool.cli.output import (BODY_MODES, check_choice, console, emit_json, fmt_time, json_line,
+                               parse_time, render_body, table)
 from mqtool.cli.recover import recover
 
 app = typer.Typer(help="Read a store directory offline: dump, stats, verify, query.",
@@ -69,7 +69,7 @@ def dump(
     json_out: JsonOpt = False,
 ) -> None:
     """Decode any store file or directory: records, queue units, index entries, checkpoint, config."""
-    from mqtool_store.dump import Filters, dump_path
+    from mqtool_store.dump import COMMITLOG_KINDS, Filters, dump_path
     from mqtool_store.layout import Kind, detect_kind
     check_choice(body, BODY_MODES, "--body")
     if kind is not None:
@@ -86,6 +86,10 @@ def dump(
     counts: dict[str, int] = {}
     stops: list[dict] = []
     pending: list[dict] = []
+    if json_out and k in COMMITLOG_KINDS:
+        _dump_commitlog_json(path, k, filters, body, cap, stops)
+        _report_stops(stops)
+        return
     for row in dump_path(path, k, filters):
         counts[row["kind"]] = counts.get(row["kind"], 0) + 1
         if row["kind"] == "message":
@@ -108,6 +112,33 @@ def dump(
         summary = ", ".join(f"{n} {name.replace('_', ' ')}{'s' if n != 1 else ''}"
                             for name, n in counts.items() if n and name != "stop")
         console.print(f"[bold]{path}[/] ({k.value}): {summary or 'nothing matched'}")
+    _report_stops(stops)
+
+
+def _dump_commitlog_json(path: Path, k, filters, body: str, cap: int | None, stops: list[dict]) -> None:
+    """JSON lines of commitlog records, written by the store's fast encoder; the same bytes as
+    rendering each row of dump_path and emit_json (tests/store/test_dumpjson.py)."""
+    import sys
+    from mqtool_store.dump import commitlog_reader
+    from mqtool_store.dumpjson import commitlog_json
+
+    def encode_row(row: dict) -> str:
+        text, cut = render_body(row.pop("body_bytes"), body, cap)
+        row["body"], row["body_truncated"], row["body_encoding"] = text, cut, body
+        return json_line(row)
+
+    write = sys.stdout.write
+    with commitlog_reader(path, k) as reader:
+        for item in commitlog_json(reader, filters, body, cap, encode_row):
+            if isinstance(item, str):
+                write(item)
+                continue
+            stops.append(item)
+            if not item["clean"]:
+                emit_json(item)
+
+
+def _report_stops(stops: list[dict]) -> None:
     bad = [s for s in stops if not s["clean"]]
     for s in bad:
         err_console.print(f"mqtool: stopped reading {s['file']} at offset {s['position']}: {s['detail']}"

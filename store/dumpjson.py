@@ -1,0 +1,303 @@
+"""`store dump --json` of commitlog records: JSON lines written straight from the bytes.
+
+The reference is `dump.dump_commitlog` + `dump.record_row` + the CLI's JSON encoder (one dict
+per record, `json.dumps(row, ensure_ascii=False)`): ~30k records/s. Here a plain record (4.x
+magic code, IPv4 hosts, uncompressed body, non-negative offset) becomes its line in one
+f-string, with everything that repeats (file, topic, hosts, sysflag names) encoded once and
+cached. Any other record, and every filter, damage and stop, goes through the reference code,
+so the output is the reference's byte for byte (tests/store/test_dumpjson.py holds them equal).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import zlib
+from typing import Callable, Iterator
+
+from .codes import MSG_FIXED_SIZE_V4, MagicCode, SysFlag, named
+from .commitlog import BORN_V6, MESSAGE_MAGIC, STORE_V6, decode_record, host_text
+from .dump import Filters, _stop_row, named_value, record_row, sys_flag_names, transaction_name
+from .errors import FormatError
+from .logscan import decode_end
+from .msgid import create_offset_msg_id
+from .properties import parse_properties
+from .reader import CommitLogReader
+
+BODY_MODES = ("text", "hex", "base64", "none")
+_FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
+_SLOW_FLAGS = BORN_V6 | STORE_V6 | int(SysFlag.COMPRESSED_FLAG)
+# Properties bytes are plain when they are key 0x01 value (0x02 key 0x01 value)*, keys and values
+# not empty and without a character json.dumps(ensure_ascii=False) escapes (control characters,
+# '"', '\\'): deleting every other byte must leave 0x01 (0x02 0x01)*. (UTF-8 decoding never
+# takes an ASCII byte into a replacement character, so the text has the same structure.)
+_PLAIN_BYTES = bytes(b for b in range(256) if b >= 0x20 and b not in b'"\\')
+_SEPARATORS = frozenset(b"\x01" + b"\x02\x01" * k for k in range(256))
+_CHUNK = 2000          # lines per write
+
+
+def encode_str(s: str) -> str:
+    """A JSON string literal exactly as json.dumps(ensure_ascii=False) writes it."""
+    return json.encoder.encode_basestring(s)
+
+
+def render_body(body: bytes | None, mode: str, cap: int | None) -> tuple[str | None, bool]:
+    """(rendered body, truncated?) for --body text|hex|base64|none with a byte cap.
+
+    The CLI's rendering (mqtool/cli/output.py) restated, since the store does not import the
+    CLI; a test holds the two equal."""
+    if body is None or mode == "none":
+        return None, False
+    truncated = cap is not None and cap >= 0 and len(body) > cap
+    part = body[:cap] if truncated else body
+    if mode == "hex":
+        return part.hex(), truncated
+    if mode == "base64":
+        return base64.b64encode(part).decode(), truncated
+    return part.decode("utf-8", "replace"), truncated
+
+
+def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int | None,
+                   encode_row: Callable[[dict], str]) -> Iterator[str | dict]:
+    """What `dump_commitlog` yields, with each message row already a JSON line.
+
+    Yields text (whole lines, many at a time) and stop rows (dicts), in the reference's order.
+    `encode_row(row)` turns a reference row into its line (the CLI's own rendering), for the
+    records the fast path leaves to the reference.
+    """
+    if body_mode not in BODY_MODES:
+        raise ValueError(f"body mode {body_mode!r}")
+    fmt = _Formatter(body_mode, cap)
+    lines: list[str] = []
+    ends: list = []
+    count = 0
+    limit_n = f.limit if f.limit is not None else 1 << 62
+    to_offset = f.to_offset
+    start_from = f.from_offset or 0
+    filtered = any(v is not None for v in (f.topic, f.queue, f.key, f.tag, f.since, f.until))
+    unpack = _FIXED_V4.unpack_from
+    crc32 = zlib.crc32
+    topics, hosts, shapes = fmt.topic_parts, fmt.hosts, fmt.shapes
+    body_none = body_mode == "none"
+    tail_none = ', "body_note": null, "body": null, "body_truncated": false, "body_encoding": "none"}\n'
+    for mf in reader.files:
+        if mf.end <= start_from:
+            continue
+        pos = reader._align(mf, start_from - mf.start) if start_from > mf.start else 0
+        buf = reader.buffer(mf)
+        end = len(buf)
+        base = mf.start
+        name = mf.path.name
+        head = '{"kind": "message", "file": ' + encode_str(name) + ', "commitlog_offset": '
+        detail = ""
+        while pos + 8 <= end:
+            try:
+                (size, magic, crc, qid, flag, qoff, phys, sf, bts, bip, bport, sts, sip, sport, rt, pto,
+                 blen) = unpack(buf, pos)
+            except struct.error:
+                magic = 0
+            rec_end = pos + size if magic == MESSAGE_MAGIC else 0
+            if (magic == MESSAGE_MAGIC and not sf & _SLOW_FLAGS and MSG_FIXED_SIZE_V4 <= size
+                    and rec_end <= end and blen >= 0 and phys >= 0):
+                te = pos + 88 + blen               # the topic length byte
+                tl = buf[te] if te < rec_end else 255
+                pl = te + 1 + tl                   # the properties length
+                if tl < 128 and pl + 2 <= rec_end and buf[pl] < 128 and pl + 2 + (buf[pl] << 8 | buf[pl + 1]) == rec_end:
+                    topic_raw = buf[te + 1:pl]
+                    raw = buf[pl + 2:rec_end]
+                    text = raw.decode("utf-8", "replace")
+                    # Well-formed properties with nothing to escape (the usual case) are their own
+                    # JSON; anything else is parsed and encoded by the reference functions.
+                    shape = None
+                    if raw and raw.translate(None, _PLAIN_BYTES) in _SEPARATORS and raw[0] != 1 and raw[-1] != 1 \
+                            and b"\x01\x02" not in raw and b"\x02\x01" not in raw:
+                        flat = text.replace("\x02", "\x01").split("\x01")
+                        names = tuple(flat[0::2])
+                        shape = shapes.get(names) or fmt.shape(names)
+                        if shape[0]:
+                            values = flat[1::2]
+                        else:
+                            shape = None           # a key twice: the reference keeps the last
+                    if shape is None:
+                        props = parse_properties(text)
+                    if ends:
+                        if lines:
+                            yield "".join(lines)
+                            lines = []
+                        for e in ends:
+                            yield _stop_row(*e)
+                        ends = []
+                    if to_offset is not None and base + pos >= to_offset:
+                        if lines:
+                            yield "".join(lines)
+                        return
+                    if filtered:
+                        if shape is not None:
+                            props = dict(zip(names, values))
+                        if not _matches(f, fmt.topic(topic_raw)[0], qid, props, sts):
+                            pos = rec_end
+                            continue
+                    body = buf[pos + 88:te]
+                    t = topics.get((topic_raw, qid)) or fmt.topic_part(topic_raw, qid)
+                    h = hosts.get((flag, sf, bip, bport, sip, sport, rt, pto)) or fmt.hosts_part(
+                        flag, sf, bip, bport, sip, sport, rt, pto)
+                    if shape is not None:
+                        _, ti, ki, ui = shape
+                        props_json = '{"' + text.replace("\x01", '": "').replace("\x02", '", "') + '"}'
+                        if ki is None:
+                            keys_json = "[]"
+                        else:
+                            keys_json = values[ki]
+                            keys_json = _keys_json(keys_json) if " " in keys_json else f'["{keys_json}"]'
+                        tail = (f'{"null" if ti is None else f"{chr(34)}{values[ti]}{chr(34)}"}, "keys": {keys_json}, '
+                                f'"uniq_key": {"null" if ui is None else f"{chr(34)}{values[ui]}{chr(34)}"}')
+                    else:
+                        props_json, tail = fmt.props_parts(props)
+                    line = (f'{head}{base + pos}, "store_size": {size}, {t}{qoff}, "physical_offset": {phys}, '
+                            f'"flag": {h[0]}{bts}{h[1]}{sts}{h[2]}{crc}, '
+                            f'"crc_ok": {"true" if crc32(body) & 0x7FFFFFFF == crc else "false"}, '
+                            f'"stored_body_len": {blen}, "body_len": {blen}, "tags": {tail}, "msg_id": "{h[3]}'
+                            f'{phys:016X}", "properties": {props_json}'
+                            f'{tail_none if body_none else fmt.body_tail(body)}')
+                    lines.append(line)
+                    count += 1
+                    if count >= limit_n:
+                        yield "".join(lines)
+                        return
+                    if len(lines) >= _CHUNK:
+                        yield "".join(lines)
+                        lines = []
+                    pos = rec_end
+                    continue
+            # The reference decode, for anything else.
+            try:
+                rec = decode_record(buf, pos, end)
+            except FormatError as exc:
+                detail = exc.message
+                break
+            size = rec.total_size
+            if ends:
+                if lines:
+                    yield "".join(lines)
+                    lines = []
+                for e in ends:
+                    yield _stop_row(*e)
+                ends = []
+            if to_offset is not None and base + pos >= to_offset:
+                if lines:
+                    yield "".join(lines)
+                return
+            if not f.record_matches(base + pos, rec):
+                pos += size
+                continue
+            lines.append(encode_row(record_row(base + pos, rec, name)))
+            count += 1
+            if count >= limit_n:
+                yield "".join(lines)
+                return
+            if len(lines) >= _CHUNK:
+                yield "".join(lines)
+                lines = []
+            pos += size
+        ends.append((mf, decode_end(buf, pos, end, detail)))
+    if lines:
+        yield "".join(lines)
+    for e in ends:
+        yield _stop_row(*e)
+
+
+def _keys_json(keys: str) -> str:
+    """KEYS (space-separated, nothing to escape) as the JSON list record_row makes of it."""
+    ks = [k for k in keys.split(" ") if k] if "  " in keys or keys[0] == " " or keys[-1] == " " else keys.split(" ")
+    return '["' + '", "'.join(ks) + '"]' if ks else "[]"
+
+
+def _matches(f: Filters, topic: str, qid: int, props: dict, store_ts: int) -> bool:
+    """Filters.record_matches on the fields the fast path has at hand."""
+    if f.topic is not None and topic != f.topic:
+        return False
+    if f.queue is not None and qid != f.queue:
+        return False
+    if f.tag is not None and props.get("TAGS") != f.tag:
+        return False
+    if f.key is not None:
+        keys = [k for k in props.get("KEYS", "").split(" ") if k]
+        if f.key not in keys and props.get("UNIQ_KEY") != f.key:
+            return False
+    if f.since is not None and store_ts < f.since:
+        return False
+    if f.until is not None and store_ts > f.until:
+        return False
+    return True
+
+
+def _bound(cache: dict, most: int = 4096) -> None:
+    """Caches are emptied when full: repeating values refill them at once, unique ones must not
+    grow them without end."""
+    if len(cache) >= most:
+        cache.clear()
+
+
+class _Formatter:
+    """What repeats between records, encoded once per value; and the less common parts."""
+
+    def __init__(self, body_mode: str, cap: int | None):
+        self.body_mode = body_mode
+        self.cap = cap
+        self.tail_end = f', "body_encoding": {encode_str(body_mode)}}}\n'
+        self.magic = json.dumps(named_value(named(MagicCode, MESSAGE_MAGIC)))
+        self.topics: dict[bytes, tuple[str, str]] = {}
+        self.topic_parts: dict[tuple[bytes, int], str] = {}
+        self.hosts: dict[tuple, tuple[str, str, str, str]] = {}
+        self.shapes: dict[tuple[str, ...], tuple] = {}
+
+    def topic(self, raw: bytes) -> tuple[str, str]:
+        t = self.topics.get(raw)
+        if t is None:
+            text = raw.decode("utf-8", "replace")
+            _bound(self.topics)
+            t = self.topics[raw] = (text, encode_str(text))
+        return t
+
+    def topic_part(self, raw: bytes, qid: int) -> str:
+        """From the magic code to the queue offset key."""
+        _bound(self.topic_parts)
+        part = self.topic_parts[(raw, qid)] = (f'"magic": {self.magic}, "topic": {self.topic(raw)[1]}, '
+                                               f'"queue_id": {qid}, "queue_offset": ')
+        return part
+
+    def hosts_part(self, flag, sf, bip, bport, sip, sport, rt, pto) -> tuple[str, str, str, str]:
+        """(flag .. born timestamp key, born host .. store timestamp key, store host .. body CRC
+        key, message id prefix)."""
+        # The reference encoder on the four consecutive sysflag keys, braces cut off.
+        flags = json.dumps({"sys_flag": sf, "sys_flags": sys_flag_names(sf), "transaction": transaction_name(sf),
+                            "compression": None}, ensure_ascii=False)[1:-1]
+        _bound(self.hosts)      # prepared transaction offsets can differ on every record
+        h = self.hosts[(flag, sf, bip, bport, sip, sport, rt, pto)] = (
+            f'{flag}, {flags}, "born_timestamp": ',
+            f', "born_host": {encode_str(host_text(bip, bport))}, "store_timestamp": ',
+            f', "store_host": {encode_str(host_text(sip, sport))}, "reconsume_times": {rt}, '
+            f'"prepared_transaction_offset": {pto}, "body_crc": ',
+            create_offset_msg_id(sip, sport, 0)[:-16])
+        return h
+
+    def shape(self, names: tuple[str, ...]) -> tuple:
+        """(no key twice?, index of TAGS, KEYS, UNIQ_KEY among the values) for a list of keys."""
+        _bound(self.shapes)
+        s = self.shapes[names] = (len(set(names)) == len(names),
+                                  *(names.index(k) if k in names else None for k in ("TAGS", "KEYS", "UNIQ_KEY")))
+        return s
+
+    def props_parts(self, props: dict) -> tuple[str, str]:
+        """(properties JSON, the tags..uniq_key values) by the reference encoder."""
+        tags = props.get("TAGS")
+        uniq = props.get("UNIQ_KEY")
+        keys = [k for k in props.get("KEYS", "").split(" ") if k]
+        return (json.dumps(props, ensure_ascii=False),
+                f'{"null" if tags is None else encode_str(tags)}, "keys": {json.dumps(keys, ensure_ascii=False)}, '
+                f'"uniq_key": {"null" if uniq is None else encode_str(uniq)}')
+
+    def body_tail(self, body: bytes) -> str:
+        text, cut = render_body(body, self.body_mode, self.cap)
+        return (f', "body_note": null, "body": {"null" if text is None else encode_str(text)}, '
+                f'"body_truncated": {"true" if cut else "false"}{self.tail_end}')
