@@ -64,12 +64,16 @@ class MappedFile:
         self.mm[pos:pos + len(data)] = data
 
     def flush(self) -> int:
-        """msync what was written since the last flush; returns the new flushed position."""
-        target = self.write_pos
+        """Make what was written since the last flush durable; returns the new flushed position."""
+        return self.sync(self.write_pos)
+
+    def sync(self, target: int) -> int:
+        """Make the bytes below `target` durable. fdatasync on the file writes back the pages the
+        map dirtied, as msync(MS_SYNC) does on Linux, but CPython releases the GIL around it (not
+        around mmap.flush), so puts go on while the disk works."""
         if target > self.flushed_pos:
-            lo = self.flushed_pos // PAGE * PAGE
-            self.mm.flush(lo, target - lo)
-            self.flushed_pos = target
+            os.fdatasync(self.fd)
+            self.flushed_pos = max(self.flushed_pos, target)
         return self.flushed_pos
 
     def dirty_pages(self) -> int:
