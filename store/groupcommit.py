@@ -22,6 +22,9 @@ class GroupCommitService:
         self._waiters: list[tuple[int, threading.Lock]] = []
         self._work = threading.Event()
         self._idle = True         # the flusher sleeps on _work until a waiter comes
+        self._gathering = False   # the flusher waits (gather_s at most) until _cohort waiters are in
+        self._cohort = 1
+        self.gather_s = 0.002
         self.flushed = 0          # every commit log byte below it is on disk
         self.rounds = 0           # fsync rounds done (tests, benchmarks)
         self.released = 0         # waiters released by those rounds
@@ -51,7 +54,9 @@ class GroupCommitService:
             if self.flushed >= end:
                 return True
             self._waiters.append((end, lk))
-            wake, self._idle = self._idle, False
+            wake = self._idle or (self._gathering and len(self._waiters) >= self._cohort)
+            if wake:
+                self._idle = self._gathering = False
         if wake:            # a busy flusher looks at the waiters again after its fsync anyway
             self._work.set()
         if lk.acquire(timeout=timeout):
@@ -66,9 +71,16 @@ class GroupCommitService:
     def run(self) -> None:
         while not self._stop.is_set():
             with self._mutex:
-                self._idle = not self._waiters
+                n = len(self._waiters)
+                self._idle = n == 0
+                # Fewer waiters than the last round released: most writers are still putting.
+                # Give them a moment, so one fsync covers them all rather than every other one.
+                self._gathering = 0 < n < self._cohort
             if self._idle:
                 self._work.wait(0.1)
+                self._work.clear()
+            elif self._gathering:
+                self._work.wait(self.gather_s)
                 self._work.clear()
             if self._stop.is_set():
                 break
@@ -87,5 +99,6 @@ class GroupCommitService:
                     (go if w[0] <= self.flushed else keep).append(w)
                 self._waiters = keep
                 self.released += len(go)
+                self._cohort = len(go)
             for _, lk in go:
                 lk.release()
