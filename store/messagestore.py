@@ -26,7 +26,7 @@ from .delaylevels import expected_tags_code, parse_delay_levels
 from .groupcommit import GroupCommitService
 from .indexwriter import IndexService
 from .lockfile import StoreLock, create_abort, remove_abort
-from .mappedfile import MappedFile, MappedFileQueue
+from .mappedfile import NOTHING_IN_FLIGHT, PAGE, MappedFile, MappedFileQueue
 from .javahash import tags_code
 from .properties import format_properties, parse_properties
 from .storeconfig import MessageStoreConfig
@@ -35,6 +35,9 @@ CLEAN_INTERVAL_S = 10.0   # cleanResourceInterval
 NOT_DISPATCHED = (TransactionType.TRANSACTION_PREPARED_TYPE, TransactionType.TRANSACTION_ROLLBACK_TYPE)
 ROLLBACK = TransactionType.TRANSACTION_ROLLBACK_TYPE
 V6_HOSTS = BORN_V6 | STORE_V6
+PREWRITE_AHEAD = 8 << 20   # commit log bytes kept in the page cache ahead of the write position
+PREWRITE_CHUNK = 2 << 20
+PREWRITE_GAP = 2 << 20     # a chunk starts this far ahead at least: puts do not catch up with it
 DISPATCH_BATCH = 4096      # pending records a put dispatches itself (the dispatch thread usually comes first)
 REPUT_BATCH = 128          # records a slave dispatches per hold of the put lock (and of the GIL)
 _SIZE_MAGIC = struct.Struct(">ii")
@@ -185,6 +188,7 @@ class MessageStore:
         else:
             self._spawn(self._flush_commitlog_loop, "commitlog-flush")
         self._spawn(self._dispatch_loop, "dispatch")
+        self._spawn(self._prewrite_loop, "commitlog-prewrite")
         self._spawn(self._flush_queues_loop, "consumequeue-flush")
         self._spawn(self._clean_loop, "clean-expired")
         self.reput_from = self.commitlog.max_offset
@@ -292,11 +296,14 @@ class MessageStore:
             store_ts = time.time_ns() // 1_000_000
             f = self.commitlog.last_for_append()
             if total + END_FILE_MIN_BLANK_LENGTH > f.size - f.write_pos:
+                f.wait_prewrite(f.write_pos + END_FILE_MIN_BLANK_LENGTH)
                 f.write_at(f.write_pos, encode_blank(f.size - f.write_pos))   # the rest of the file stays zeros
                 f.write_pos = f.size
                 f = self.commitlog.last_for_append()
             mm, start = f.mm, f.start
             pos = f.write_pos
+            if pos + total > f.warm_lo:
+                f.wait_prewrite(pos + total)
             pending = self._pending
             was_idle = not pending
             first = None
@@ -420,6 +427,32 @@ class MessageStore:
         if self._pending:
             with self.put_lock:
                 self._dispatch_pending()
+
+    def _prewrite_loop(self) -> None:
+        while not self._stop.is_set():
+            if not self._prewrite_some():
+                self._stop.wait(0.005)
+
+    def _prewrite_some(self) -> bool:
+        """Pre-write one chunk of zeros ahead of the commit log's write position (MappedFile.prewrite)."""
+        with self.put_lock:
+            f = self.commitlog.last
+            if f is None or f.write_pos >= f.size:
+                return False
+            # The thread needs the GIL back after each chunk (up to a switch interval, 5 ms, while a
+            # put loop runs): a chunk right at the write position would make the puts wait for it.
+            lo = max(f.warm_to, -(-(f.write_pos + PREWRITE_GAP) // PAGE) * PAGE)
+            hi = min(f.size, lo + PREWRITE_CHUNK)
+            if lo >= hi or lo - f.write_pos >= PREWRITE_AHEAD:
+                return False
+            f.warm_lock.acquire()
+            f.warm_lo = lo
+        try:
+            f.prewrite(lo, hi)
+        finally:
+            f.warm_lo = NOTHING_IN_FLIGHT
+            f.warm_lock.release()
+        return True
 
     def _dispatch_loop(self) -> None:
         while not self._stop.is_set():
