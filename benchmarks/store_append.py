@@ -3,13 +3,17 @@
 Reports, in one run on the same disk:
   * baseline: raw sequential write bandwidth (os.write of 1 MiB blocks into a pre-sized file,
     then fsync), MB/s;
-  * ASYNC_FLUSH append throughput for 128 B, 1 KiB and 16 KiB bodies (msg/s, MB/s, ratio to raw);
-  * SYNC_FLUSH with 1, 16 and 64 writer threads (msg/s; group commit shares fsyncs);
+  * ASYNC_FLUSH append throughput for 128 B, 1 KiB and 16 KiB bodies (msg/s, MB/s, ratio to raw,
+    µs per put); the clock stops once every record is dispatched to its consume queue and the
+    index, and the messages are built before it starts (the broker builds them, not the store);
+  * SYNC_FLUSH with 1, 16 and 64 writer threads (msg/s; group commit shares fsyncs: rounds);
   * dispatch lag under load (bytes not yet in consume queues/index after the last put);
   * recovery time per GiB of commitlog, normal and abnormal;
   * anonymous memory (RssAnon) before and after, which must stay flat as the store grows.
 
-    python benchmarks/store_append.py [--quick] [--mib 256] [--json]
+    python benchmarks/store_append.py [--quick] [--mib 256] [--repeat 3] [--json]
+
+With --repeat N every figure is the median of N runs (each run's figures are kept under "runs").
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -60,15 +65,25 @@ def cfg(root: Path, **kw) -> MessageStoreConfig:
 def append_run(root: Path, size: int, total_bytes: int) -> dict:
     body = os.urandom(size)
     n = max(1000, total_bytes // (size + 150))
+    chunk = 20_000
+    dt = 0.0
+    lag = 0
     with MessageStore(cfg(root)) as s:
-        t0 = time.perf_counter()
-        for i in range(n):
-            s.put(Message("Bench", i & 7, body, {"KEYS": f"k{i}", "TAGS": "A"}))
-        dt = time.perf_counter() - t0
-        written = s.commitlog_max_offset
+        for lo in range(0, n, chunk):
+            msgs = [Message("Bench", i & 7, body, {"KEYS": f"k{i}", "TAGS": "A"}) for i in range(lo, min(n, lo + chunk))]
+            put = s.put
+            t0 = time.perf_counter()
+            for m in msgs:
+                put(m)
+            dt += time.perf_counter() - t0
         lag = s.dispatch_behind_bytes
+        t0 = time.perf_counter()
+        s.drain_dispatch()
+        dt += time.perf_counter() - t0
+        written = s.commitlog_max_offset
+        assert s.dispatch_behind_bytes == 0 and s.max_offset("Bench", 7) == n // 8
     return {"size": size, "messages": n, "msg_per_s": round(n / dt), "MBps": round(written / dt / 1e6, 1),
-            "dispatch_lag_bytes": lag}
+            "us_per_put": round(dt / n * 1e6, 2), "dispatch_lag_bytes_at_last_put": lag}
 
 
 def sync_run(root: Path, threads: int, seconds: float) -> dict:
@@ -87,7 +102,9 @@ def sync_run(root: Path, threads: int, seconds: float) -> dict:
         for t in ts:
             t.join()
         dt = time.perf_counter() - t0
-    return {"threads": threads, "msg_per_s": round(sum(counts) / dt)}
+        rounds = s.flusher.rounds
+    return {"threads": threads, "msg_per_s": round(sum(counts) / dt), "fsync_rounds": rounds,
+            "puts_per_fsync": round(sum(counts) / max(rounds, 1), 1)}
 
 
 def recovery_run(root: Path) -> dict:
@@ -113,28 +130,42 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--mib", type=int, default=256, help="data per append run")
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--repeat", type=int, default=None, help="runs per figure (median reported); 3, 1 with --quick")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    repeat = args.repeat or (1 if args.quick else 3)
     mib = 16 if args.quick else args.mib
     secs = 1.0 if args.quick else 5.0
     base = Path(tempfile.mkdtemp(prefix="mqtool-append-", dir=args.dir))
     try:
         rss0 = rss_anon_kib()
-        raw = raw_write_mbps(base, mib)
-        appends = []
-        for size in (128, 1024, 16384):
-            r = append_run(base / f"a{size}", size, mib << 20)
-            r["vs_raw_write"] = round(r["MBps"] / raw, 3)
-            appends.append(r)
-        syncs = [sync_run(base / f"s{t}", t, secs) for t in (1, 16, 64)]
+        runs = []
+        for k in range(repeat):
+            run = {"raw": raw_write_mbps(base, mib), "append": {}, "sync": {}}
+            for size in (128, 1024, 16384):
+                last = k == repeat - 1 and size == 1024        # kept for the recovery figures
+                r = append_run(base / f"a{size}", size, mib << 20)
+                r["vs_raw_write"] = round(r["MBps"] / run["raw"], 3)
+                run["append"][size] = r
+                if not last:
+                    shutil.rmtree(base / f"a{size}", ignore_errors=True)
+            for t in (1, 16, 64):
+                run["sync"][t] = sync_run(base / f"s{t}", t, secs)
+                shutil.rmtree(base / f"s{t}", ignore_errors=True)
+            runs.append(run)
+        raw = median(r["raw"] for r in runs)
+        appends = [{key: median(r["append"][size][key] for r in runs) for key in runs[0]["append"][size]}
+                   for size in (128, 1024, 16384)]
+        syncs = [{key: median(r["sync"][t][key] for r in runs) for key in runs[0]["sync"][t]} for t in (1, 16, 64)]
         recovery = recovery_run(base / "a1024")
         result = {
             "machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
             "data": {"mib_per_append_run": mib, "sync_seconds": secs, "mode": "ASYNC_FLUSH unless noted",
-                     "disk": str(base)},
+                     "disk": str(base), "repeat": repeat, "figures": "medians of the runs"},
             "baseline": {"raw_sequential_write_MBps": round(raw, 1)},
             "append_async": appends, "sync_flush": syncs, "recovery": recovery,
             "memory": {"rss_anon_start_kib": rss0, "rss_anon_end_kib": rss_anon_kib()},
+            "runs": runs,
         }
         print(json.dumps(result) if args.json else json.dumps(result, indent=2))
         return 0

@@ -318,6 +318,42 @@ def new_record(topic: str, body: bytes, properties: dict | None = None, *, queue
                          body, topic, text, props)
 
 
+# The engine's put writes records straight into the mapped file: the fixed 88 bytes (TOTALSIZE ..
+# BODYLENGTH, both hosts IPv4) with one pack_into, then the body, then TOPICLENGTH+TOPIC+
+# PROPERTIESLENGTH+PROPERTIES as one tail. tests/store/test_commitlog.py pins it to the schema.
+FIXED_V4 = _FIXED_V4
+FIXED_V4_SIZE = _FIXED_V4.size
+
+
+def topic_field(topic: bytes) -> bytes:
+    """TOPICLENGTH (signed byte) + TOPIC of a V1 record; topics longer than 127 bytes need V2."""
+    if len(topic) > 127:
+        raise ValueError("a V1 record holds topics of at most 127 bytes")
+    return bytes((len(topic),)) + topic
+
+
+def properties_field(props: bytes) -> bytes:
+    """PROPERTIESLENGTH (signed short) + PROPERTIES."""
+    return _I16.pack(len(props)) + props
+
+
+def write_record_v4(buf, pos: int, size: int, crc: int, queue_id: int, flag: int, queue_offset: int,
+                    physical_offset: int, sys_flag: int, born_timestamp: int, born_ip: bytes, born_port: int,
+                    store_timestamp: int, store_ip: bytes, store_port: int, reconsume_times: int,
+                    prepared_transaction_offset: int, body: bytes, tail: bytes) -> int:
+    """Write one V1 record with IPv4 hosts at `pos` of a writable buffer; `tail` is
+    topic_field + properties_field. Returns the position after it. Same bytes as encode_record."""
+    _FIXED_V4.pack_into(buf, pos, size, MESSAGE_MAGIC, crc, queue_id, flag, queue_offset, physical_offset,
+                        sys_flag, born_timestamp, born_ip, born_port, store_timestamp, store_ip, store_port,
+                        reconsume_times, prepared_transaction_offset, len(body))
+    p = pos + 88
+    q = p + len(body)
+    buf[p:q] = body
+    end = q + len(tail)
+    buf[q:end] = tail
+    return end
+
+
 def encode_blank(size: int) -> bytes:
     if size < END_FILE_MIN_BLANK_LENGTH:
         raise ValueError("a blank record needs at least 8 bytes")

@@ -1,15 +1,17 @@
 """A writable consume queue: 20-byte units appended in queue-offset order (ConsumeQueue.java)."""
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
 
 from .codes import CQ_UNIT_SIZE, INT32_MAX
-from .consumequeue import encode_unit, read_units, valid_prefix
+from .consumequeue import _UNIT, encode_unit, read_units, valid_prefix
 from .mappedfile import MappedFileQueue
 
 PRE_BLANK = encode_unit(0, INT32_MAX, 0)
+_RUNS: dict[int, struct.Struct] = {}     # n -> the struct of n units
 
 
 class ConsumeQueue:
@@ -74,6 +76,15 @@ class ConsumeQueue:
         if offset + size <= self.max_physic_offset:
             return False
         pos = queue_offset * CQ_UNIT_SIZE
+        files = self.files.files
+        if files:       # the common case: the next unit of the last file
+            f = files[-1]
+            wp = f.write_pos
+            if f.start + wp == pos and wp + CQ_UNIT_SIZE <= f.size:
+                _UNIT.pack_into(f.mm, wp, offset, size, tags_code)
+                f.write_pos = wp + CQ_UNIT_SIZE
+                self.max_physic_offset = offset + size
+                return True
         cur = self.files.max_offset
         if pos < cur:
             return False
@@ -90,6 +101,32 @@ class ConsumeQueue:
         self.files.last_for_append().append(encode_unit(offset, size, tags_code))
         self.max_physic_offset = offset + size
         return True
+
+    def put_many(self, units: list[tuple[int, int, int, int]]) -> int:
+        """put() for (offset, size, tags_code, queue_offset) in order; a run that continues the
+        last file is packed with one call. False (nothing written) when they do not: the caller
+        then puts them one by one."""
+        files = self.files.files
+        if files:
+            f = files[-1]
+            first_offset, first_size, _, first_queue_offset = units[0]
+            wp = f.write_pos
+            n = len(units)
+            if (f.start + wp == first_queue_offset * CQ_UNIT_SIZE and wp + n * CQ_UNIT_SIZE <= f.size
+                    and first_offset + first_size > self.max_physic_offset
+                    and units[-1][3] - first_queue_offset == n - 1):
+                fmt = _RUNS.get(n)
+                if fmt is None:
+                    fmt = _RUNS[n] = struct.Struct(">" + "qiq" * n) if n <= 4096 else None
+                if fmt is not None:
+                    flat = []
+                    for off, size, code, _ in units:
+                        flat += (off, size, code)
+                    fmt.pack_into(f.mm, wp, *flat)
+                    f.write_pos = wp + n * CQ_UNIT_SIZE
+                    self.max_physic_offset = units[-1][0] + units[-1][1]
+                    return True
+        return False
 
     def units(self, queue_offset: int, max_count: int) -> np.ndarray:
         """Units from `queue_offset` to the end of its file (at most max_count), as a structured array copy."""

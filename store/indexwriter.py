@@ -1,10 +1,13 @@
 """Writing index files (IndexFile.putKey, IndexService) and querying the live set."""
 from __future__ import annotations
 
+import os
 import struct
 import time
 from datetime import datetime
 from pathlib import Path
+
+import numpy as np
 
 from .codes import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, INT32_MAX
 from .indexfile import _ENTRY, _HEADER, IndexFile, IndexHeader, index_file_size
@@ -13,6 +16,38 @@ from .layout import is_index_file_name
 from .mappedfile import MappedFile
 
 _SLOT = struct.Struct(">i")
+_ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("slot", ">i4")])
+_MASK = np.uint64(0xFFFFFFFF)
+_POW = np.ones(1, np.uint64)        # 31**i mod 2**32, grown on demand
+_INV = np.ones(1, np.uint64)        # (31**-1)**i mod 2**32 (31 is odd, so invertible)
+_INV31 = pow(31, -1, 1 << 32)
+
+
+def _grow(n: int) -> None:
+    global _POW, _INV
+    while len(_POW) < n:
+        m = len(_POW)
+        _POW = np.concatenate([_POW, (_POW * np.uint64(pow(31, m, 1 << 32))) & _MASK])
+        _INV = np.concatenate([_INV, (_INV * np.uint64(pow(_INV31, m, 1 << 32))) & _MASK])
+
+
+def index_key_hashes(keys: list[str]) -> np.ndarray:
+    """index_key_hash of every key at once (int64), for a batch of index entries.
+
+    Java's hash of key i is sum(c_t * 31**(end_i-1-t)) over its UTF-16 units: one weighted sum
+    over all keys' units with weights 31**(N-1-t), cut per key (reduceat) and divided by
+    31**(N-end_i), which mod 2**32 is a multiplication by the inverse of 31."""
+    units = np.frombuffer("".join(keys).encode("utf-16-be"), ">u2").astype(np.uint64)
+    lengths = np.fromiter(map(len, keys), np.int64, len(keys))
+    n = len(units)
+    if n != int(lengths.sum()):     # characters outside the BMP are two UTF-16 units
+        lengths = np.array([len(k.encode("utf-16-be")) // 2 for k in keys], np.int64)
+    _grow(n + 1)
+    ends = np.cumsum(lengths)
+    sums = np.add.reduceat(units * _POW[:n][::-1], ends - lengths) & _MASK
+    h = ((sums * _INV[n - ends]) & _MASK).astype(np.int64)
+    # abs() of the signed int; Integer.MIN_VALUE (0x80000000) gives 0
+    return np.where(h < 0x80000000, h, np.where(h > 0x80000000, (1 << 32) - h, 0))
 
 
 def index_file_name(now_ms: int) -> str:
@@ -59,8 +94,47 @@ class IndexFileWriter:
                           h.hash_slot_count, h.index_count)
         return True
 
+    def put_many(self, keys: list[str], phys: np.ndarray, stamps: np.ndarray) -> None:
+        """put_key for each (key, phys[i], stamps[i]) in order, with the same bytes; the caller
+        makes sure they fit and that the header's begin fields are set (index_count > 1)."""
+        h = self.header
+        k = len(keys)
+        n0 = h.index_count
+        hashes = index_key_hashes(keys)
+        slots = hashes % self.slots
+        pos = np.arange(k)
+        slot_table = np.frombuffer(self.mf.mm, ">i4", self.slots, INDEX_HEADER_SIZE)
+        in_file = slot_table[slots].astype(np.int64)
+        # The entry before each one in its slot's chain: an earlier entry of this batch with the
+        # same slot, else what the slot held (if valid when that entry is put, as putKey checks).
+        order = np.lexsort((pos, slots))
+        run = slots[order]
+        same = np.zeros(k, bool)
+        same[1:] = run[1:] == run[:-1]
+        prev = np.full(k, -1, np.int64)
+        prev[order[same]] = order[np.flatnonzero(same) - 1]
+        valid = (in_file > 0) & (in_file <= n0 + pos)
+        chain = np.where(prev >= 0, n0 + prev, np.where(valid, in_file, 0))
+        if h.begin_timestamp <= 0:
+            diff = np.zeros(k, np.int64)
+        else:
+            diff = np.clip((stamps - h.begin_timestamp) // 1000, 0, INT32_MAX)
+        entries = np.empty(k, _ENTRY_DTYPE)
+        entries["hash"], entries["phy"], entries["diff"], entries["slot"] = hashes, phys, diff, chain
+        at = self.entries_at + n0 * INDEX_ENTRY_SIZE
+        self.mf.mm[at:at + k * INDEX_ENTRY_SIZE] = entries.tobytes()
+        last = np.ones(k, bool)
+        last[:-1] = run[1:] != run[:-1]
+        slot_table[run[last]] = n0 + order[last]
+        del slot_table
+        h.hash_slot_count += int(np.count_nonzero(chain == 0))
+        h.index_count = n0 + k
+        h.end_phy_offset, h.end_timestamp = int(phys[-1]), int(stamps[-1])
+        _HEADER.pack_into(self.mf.mm, 0, h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
+                          h.hash_slot_count, h.index_count)
+
     def flush(self) -> None:
-        self.mf.mm.flush()
+        os.fdatasync(self.mf.fd)      # not mmap.flush: that holds the GIL for the whole write-back
 
     def close(self) -> None:
         self.mf.close()
@@ -122,6 +196,34 @@ class IndexService:
             if not w.put_key(f"{topic}#{key}", phy_offset, store_ts):
                 w = self._writable(int(time.time() * 1000))
                 w.put_key(f"{topic}#{key}", phy_offset, store_ts)
+
+    def put_many(self, keys: list[str], phys: list[int], stamps: list[int]) -> None:
+        """buildIndex for many records in commit log order: keys are "topic#key" strings, one per
+        entry, with the offset and store timestamp of their record."""
+        i, k = 0, len(keys)
+        if self.files:
+            end_phy = self.files[-1].header.end_phy_offset
+            while i < k and phys[i] < end_phy:
+                i += 1
+        if any(phys[j] > phys[j + 1] for j in range(i, k - 1)):    # not in order: one by one
+            for j in range(i, k):
+                self._put_one(keys[j], phys[j], stamps[j])
+            return
+        while i < k:
+            w = self.files[-1] if self.files else None
+            if w is None or w.full or w.header.index_count <= 1 or k - i < 4:
+                self._put_one(keys[i], phys[i], stamps[i])
+                i += 1
+                continue
+            j = min(k, i + w.max_entries - w.header.index_count)
+            w.put_many(keys[i:j], np.array(phys[i:j], np.int64), np.array(stamps[i:j], np.int64))
+            i = j
+
+    def _put_one(self, key: str, phy_offset: int, store_ts: int) -> None:
+        w = self.files[-1] if self.files else None
+        if w is None or w.full:
+            w = self._writable(int(time.time() * 1000))
+        w.put_key(key, phy_offset, store_ts)
 
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:
         """(offsets, indexLastUpdateTimestamp, indexLastUpdatePhyoffset), newest file first."""

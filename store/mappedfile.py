@@ -16,6 +16,8 @@ from .mappedfiles import list_mapped_files, offset_to_file_name
 
 PAGE = mmap.PAGESIZE
 CREATING_SUFFIX = ".creating"
+NOTHING_IN_FLIGHT = 1 << 62
+_ZEROS = bytes(4 << 20)
 
 
 class MappedFile:
@@ -44,6 +46,12 @@ class MappedFile:
         self.write_pos = 0 if create else size
         self.flushed_pos = self.write_pos
         self.store_timestamp = 0   # of the last message appended (commitlog only)
+        # Pre-writing zeros ahead of the write position (see prewrite): bytes below warm_to are
+        # in the page cache; a chunk from warm_lo is being written now, so no append may go past
+        # warm_lo until warm_lock is free again.
+        self.warm_to = self.write_pos
+        self.warm_lo = NOTHING_IN_FLIGHT
+        self.warm_lock = threading.Lock()
 
     @property
     def end(self) -> int:
@@ -56,20 +64,46 @@ class MappedFile:
     def append(self, data: bytes) -> int:
         """Copy `data` at the write position; returns the position it went to."""
         pos = self.write_pos
+        if pos + len(data) > self.warm_lo:
+            self.wait_prewrite(pos + len(data))
         self.mm[pos:pos + len(data)] = data
         self.write_pos = pos + len(data)
         return pos
+
+    def prewrite(self, lo: int, hi: int) -> None:
+        """Write zeros over [lo, hi), which holds zeros already (nothing was appended there): the
+        pages land in the page cache through write(2), which releases the GIL, so the appends
+        that follow copy into present pages instead of taking a page fault (and a block
+        allocation) every 4 KiB of a fresh sparse file, with the GIL held. The bytes do not
+        change. The caller has set warm_lo = lo and holds warm_lock."""
+        try:
+            p = lo
+            while p < hi:
+                p += os.pwrite(self.fd, memoryview(_ZEROS)[:min(hi - p, len(_ZEROS))], p)
+        except OSError:
+            pass                      # the file was closed meanwhile (shutdown, retention): no harm
+        self.warm_to = max(self.warm_to, p)
+
+    def wait_prewrite(self, end: int) -> None:
+        """Before an append that reaches `end`: wait for a chunk of zeros being written there."""
+        if end > self.warm_lo:
+            with self.warm_lock:
+                pass
 
     def write_at(self, pos: int, data: bytes) -> None:
         self.mm[pos:pos + len(data)] = data
 
     def flush(self) -> int:
-        """msync what was written since the last flush; returns the new flushed position."""
-        target = self.write_pos
+        """Make what was written since the last flush durable; returns the new flushed position."""
+        return self.sync(self.write_pos)
+
+    def sync(self, target: int) -> int:
+        """Make the bytes below `target` durable. fdatasync on the file writes back the pages the
+        map dirtied, as msync(MS_SYNC) does on Linux, but CPython releases the GIL around it (not
+        around mmap.flush), so puts go on while the disk works."""
         if target > self.flushed_pos:
-            lo = self.flushed_pos // PAGE * PAGE
-            self.mm.flush(lo, target - lo)
-            self.flushed_pos = target
+            os.fdatasync(self.fd)
+            self.flushed_pos = max(self.flushed_pos, target)
         return self.flushed_pos
 
     def dirty_pages(self) -> int:

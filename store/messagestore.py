@@ -10,29 +10,47 @@ import shutil
 import struct
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from enum import Enum
 
 
 from .checkpoint import Checkpoint, decode_checkpoint
-from .codes import (CHECKPOINT_FILE_SIZE, CQ_UNIT_SIZE, END_FILE_MIN_BLANK_LENGTH, TRANSACTION_TYPE_MASK,
-                    Prop, TransactionType)
-from .commitlog import (BLANK_MAGIC, MESSAGE_MAGIC, MESSAGE_MAGIC_V2, MessageRecord, body_crc, decode_record,
-                        encode_blank, encode_record, record_size)
+from .codes import (CHECKPOINT_FILE_SIZE, CQ_UNIT_SIZE, END_FILE_MIN_BLANK_LENGTH, HOST_V6_EXTRA, MSG_FIXED_SIZE_V4,
+                    SCHEDULE_TOPIC, TRANSACTION_TYPE_MASK, Prop, TransactionType)
+from .commitlog import (BLANK_MAGIC, BORN_V6, MESSAGE_MAGIC, MESSAGE_MAGIC_V2, STORE_V6, MessageRecord,
+                        decode_record, encode_blank, encode_record, topic_field, write_record_v4)
 from .errors import ReplicationError
 from .cqwriter import ConsumeQueue
 from .delaylevels import expected_tags_code, parse_delay_levels
+from .groupcommit import GroupCommitService
 from .indexwriter import IndexService
 from .lockfile import StoreLock, create_abort, remove_abort
-from .mappedfile import MappedFile, MappedFileQueue
-from .msgid import create_offset_msg_id
+from .mappedfile import NOTHING_IN_FLIGHT, PAGE, MappedFile, MappedFileQueue
+from .javahash import tags_code
 from .properties import format_properties, parse_properties
 from .storeconfig import MessageStoreConfig
 
 CLEAN_INTERVAL_S = 10.0   # cleanResourceInterval
 NOT_DISPATCHED = (TransactionType.TRANSACTION_PREPARED_TYPE, TransactionType.TRANSACTION_ROLLBACK_TYPE)
+ROLLBACK = TransactionType.TRANSACTION_ROLLBACK_TYPE
+V6_HOSTS = BORN_V6 | STORE_V6
+PREWRITE_AHEAD = 8 << 20   # commit log bytes kept in the page cache ahead of the write position
+PREWRITE_CHUNK = 2 << 20
+PREWRITE_GAP = 2 << 20     # a chunk starts this far ahead at least: puts do not catch up with it
+DISPATCH_BATCH = 4096      # pending records a put dispatches itself (the dispatch thread usually comes first)
 REPUT_BATCH = 128          # records a slave dispatches per hold of the put lock (and of the GIL)
 _SIZE_MAGIC = struct.Struct(">ii")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def _offsets(first: int, prepared: list) -> list[int]:
+    out = []
+    for p in prepared:
+        out.append(first)
+        first += p[1]
+    return out
 
 
 def total_physical_memory() -> int:
@@ -121,14 +139,14 @@ class MessageStore:
         self.store_host = store_host
         self.levels = parse_delay_levels(config.messageDelayLevel)
         self.commitlog = MappedFileQueue(config.commitlog_dir, config.mappedFileSizeCommitLog)
-        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.index = IndexService(self.root / "index", config.maxHashSlotNum, config.maxIndexNum)
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.checkpoint = Checkpoint()
         self.lock = StoreLock(self.root)
-        self.put_lock = threading.Lock()
-        self.flush_cond = threading.Condition()
-        self.flush_requested = 0
+        self.put_lock = threading.RLock()     # re-entered by readers that first dispatch what is pending
+        self._pending: list[tuple] = []       # records put but not yet in their consume queue and the index
+        self._dispatch_wake = threading.Event()
         self.listeners: list = []        # callables(topic, queue_id, max_offset, tags_code)
         self.append_listeners: list = []  # callables(commitlog max offset), after every put or append
         self.reput_from = 0               # slave: commit log offset dispatched up to
@@ -142,6 +160,11 @@ class MessageStore:
         self._last_dispatched_ts = 0
         self._index_full_ts = 0
         self.last_retention = None
+        self.flusher = GroupCommitService(self._flush_snapshot, self._sync, self._stop)
+        self._id_host: tuple[bytes, int] | None = None
+        self._id_prefix = ""
+        self._topic_fields: dict[str, bytes] = {}
+        self._tags_codes: dict[str, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -159,7 +182,13 @@ class MessageStore:
             raise
         self.running = True
         self.index.on_full = self._index_full
-        self._spawn(self._flush_commitlog_loop, "commitlog-flush")
+        if self.cfg.sync_flush:
+            self.flusher.flushed = self.commitlog.max_offset
+            self._spawn(self.flusher.run, "commitlog-group-commit")
+        else:
+            self._spawn(self._flush_commitlog_loop, "commitlog-flush")
+        self._spawn(self._dispatch_loop, "dispatch")
+        self._spawn(self._prewrite_loop, "commitlog-prewrite")
         self._spawn(self._flush_queues_loop, "consumequeue-flush")
         self._spawn(self._clean_loop, "clean-expired")
         self.reput_from = self.commitlog.max_offset
@@ -191,12 +220,13 @@ class MessageStore:
             return
         self.running = False
         self._stop.set()
-        with self.flush_cond:
-            self.flush_cond.notify_all()
+        self.flusher.wake()
+        self._dispatch_wake.set()
         with self._reput_cond:
             self._reput_cond.notify_all()
         for t in self._threads:
             t.join(timeout=10)
+        self.flusher.release_all()
         with self.put_lock:
             self._flush_all()
             self.commitlog.close()
@@ -216,118 +246,284 @@ class MessageStore:
 
     # ------------------------------------------------------------------ queues
 
+    @property
+    def queues(self) -> dict[tuple[str, int], ConsumeQueue]:
+        """The consume queues, with every record put so far dispatched into them."""
+        self.drain_dispatch()
+        return self._queues
+
     def queue(self, topic: str, queue_id: int, create: bool = True) -> ConsumeQueue | None:
-        cq = self.queues.get((topic, queue_id))
+        if not create:
+            self.drain_dispatch()
+        cq = self._queues.get((topic, queue_id))
         if cq is None and create:
             cq = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), topic, queue_id,
                               self.cfg.mappedFileSizeConsumeQueue)
             cq.files.dir.mkdir(parents=True, exist_ok=True)
-            self.queues[(topic, queue_id)] = cq
+            self._queues[(topic, queue_id)] = cq
         return cq
 
     # ------------------------------------------------------------------ put
 
     def put(self, msg: Message) -> PutResult:
-        return self.put_batch([msg], batch=False)
+        return self.put_batch((msg,), batch=False)
 
-    def put_batch(self, msgs: list[Message], batch: bool = True) -> PutResult:
-        """Append messages atomically (one lock, one file: a batch never spans files)."""
+    def put_batch(self, msgs, batch: bool = True) -> PutResult:
+        """Append messages atomically (one lock, one file: a batch never spans files).
+
+        What does not depend on the position (CRC, sizes, the encoded topic and properties) is
+        prepared before the lock; under it each record is packed straight into the mapped file,
+        then dispatched to its consume queue and the index.
+        """
         if not self.running:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not running")
         if self.cfg.is_slave:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is slave mode, so putMessage is forbidden")
+        prepared = []
+        total = 0
         for m in msgs:
-            problem = self._check(m)
-            if problem:
-                return problem
+            p = self._prepare(m)
+            if type(p) is PutResult:
+                return p
+            prepared.append(p)
+            total += p[1]
+        store_ip, store_port = store_host = self.store_host
+        if store_host != self._id_host:
+            self._id_host = store_host
+            self._id_prefix = (store_ip + _I32.pack(store_port)).hex().upper()
+        table = self.topic_queue_table
         with self.put_lock:
-            store_ts = int(time.time() * 1000)
-            encoded, first = [], None
-            total = 0
-            for m in msgs:
-                rec = self._record(m, store_ts)
-                encoded.append((m, rec))
-                total += rec.total_size
+            store_ts = time.time_ns() // 1_000_000
             f = self.commitlog.last_for_append()
-            if total + END_FILE_MIN_BLANK_LENGTH > f.free:
-                f.write_at(f.write_pos, encode_blank(f.free))   # the rest of the file stays zeros
+            if total + END_FILE_MIN_BLANK_LENGTH > f.size - f.write_pos:
+                f.wait_prewrite(f.write_pos + END_FILE_MIN_BLANK_LENGTH)
+                f.write_at(f.write_pos, encode_blank(f.size - f.write_pos))   # the rest of the file stays zeros
                 f.write_pos = f.size
                 f = self.commitlog.last_for_append()
-            phys = f.start + f.write_pos
-            msg_ids, datas = [], []
-            for m, rec in encoded:
-                key = (m.topic, m.queue_id)
-                dispatched = (m.sys_flag & TRANSACTION_TYPE_MASK) not in NOT_DISPATCHED
-                rec.queue_offset = self.topic_queue_table.get(key, 0) if dispatched else 0
-                rec.physical_offset = phys
-                data = encode_record(rec)
-                datas.append(data)
+            mm, start = f.mm, f.start
+            pos = f.write_pos
+            if pos + total > f.warm_lo:
+                f.wait_prewrite(pos + total)
+            pending = self._pending
+            was_idle = not pending
+            first = None
+            for m, size, crc, sys_flag, tail, props, text in prepared:
+                if (sys_flag & TRANSACTION_TYPE_MASK) not in NOT_DISPATCHED:
+                    key = (m.topic, m.queue_id)
+                    queue_offset = table.get(key, 0)
+                    table[key] = queue_offset + 1
+                else:
+                    queue_offset = 0
+                born_ip, born_port = m.born_host
+                if sys_flag & V6_HOSTS:     # rare: the general encoder
+                    mm[pos:pos + size] = encode_record(MessageRecord(
+                        size, MESSAGE_MAGIC, crc, m.queue_id, m.flag, queue_offset, start + pos, sys_flag,
+                        m.born_timestamp, born_ip, born_port, store_ts, store_ip, store_port, m.reconsume_times,
+                        m.prepared_transaction_offset, m.body, m.topic, text))
+                else:
+                    write_record_v4(mm, pos, size, crc, m.queue_id, m.flag, queue_offset, start + pos, sys_flag,
+                                    m.born_timestamp, born_ip, born_port, store_ts, store_ip, store_port,
+                                    m.reconsume_times, m.prepared_transaction_offset, m.body, tail)
                 if first is None:
-                    first = (phys, rec.queue_offset)
-                if dispatched:
-                    self.topic_queue_table[key] = rec.queue_offset + 1
-                msg_ids.append(create_offset_msg_id(self.store_host[0], self.store_host[1], phys))
-                phys += rec.total_size
-            f.append(b"".join(datas))
+                    first = (start + pos, queue_offset)
+                pending.append((m.topic, m.queue_id, props, start + pos, size, queue_offset, store_ts,
+                                sys_flag & TRANSACTION_TYPE_MASK))
+                pos += size
+            f.write_pos = pos
             f.store_timestamp = store_ts
-            for (m, rec) in encoded:
-                self.dispatch(rec)
-            end = phys
-        result = PutResult(PutStatus.PUT_OK, first[0], total, first[1], msg_ids, store_ts)
+            end = start + pos
+            if len(pending) >= DISPATCH_BATCH:
+                self._dispatch_pending()
+            elif was_idle:
+                self._dispatch_wake.set()
+        prefix = self._id_prefix
+        if len(prepared) == 1:
+            ids = [f"{prefix}{first[0]:016X}"]
+        else:
+            ids = [f"{prefix}{p:016X}" for p in _offsets(first[0], prepared)]
+        result = PutResult(PutStatus.PUT_OK, first[0], total, first[1], ids, store_ts)
         for listener in self.append_listeners:
             listener(end)
         if self.cfg.sync_flush and msgs[0].properties.get(Prop.WAIT, "true") != "false":
-            if not self._wait_flushed(end):
+            if not self.flusher.wait(end, self.cfg.syncFlushTimeout / 1000):
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
         return result
 
-    def _check(self, m: Message) -> PutResult | None:
-        if len(m.body) > self.cfg.maxMessageSize:
+    def _prepare(self, m: Message):
+        """(message, size, crc, sysflag, topic+properties tail, properties, text) or the PutResult refusing it."""
+        body = m.body
+        if len(body) > self.cfg.maxMessageSize:
             return PutResult(PutStatus.MESSAGE_ILLEGAL,
-                             remark=f"message body size {len(m.body)} exceeds maxMessageSize {self.cfg.maxMessageSize}")
-        if len(m.topic.encode()) > 127:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="topic longer than 127 bytes")
-        text = m.properties_text if m.properties_text is not None else None
-        if text is not None and len(text.encode()) > 32767:
+                             remark=f"message body size {len(body)} exceeds maxMessageSize {self.cfg.maxMessageSize}")
+        topic_part = self._topic_fields.get(m.topic)
+        if topic_part is None:
+            raw = m.topic.encode()
+            if len(raw) > 127:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="topic longer than 127 bytes")
+            if len(self._topic_fields) > 10_000:
+                self._topic_fields.clear()
+            topic_part = self._topic_fields[m.topic] = topic_field(raw)
+        text = m.properties_text
+        props = m.properties
+        if text is None:
+            text = format_properties(props)
+        elif text and not props:
+            props = parse_properties(text)
+        raw = text.encode()
+        if len(raw) > 32767:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark="properties longer than 32767 bytes")
-        return None
-
-    def _record(self, m: Message, store_ts: int) -> MessageRecord:
-        text = m.properties_text if m.properties_text is not None else format_properties(m.properties)
-        props = m.properties if m.properties_text is None else parse_properties(text)
         sys_flag = m.sys_flag
+        size = MSG_FIXED_SIZE_V4 + len(body) + len(topic_part) - 1 + len(raw)
         if len(m.born_host[0]) == 16:
-            sys_flag |= 0x10
+            sys_flag |= BORN_V6
+            size += HOST_V6_EXTRA
         if len(self.store_host[0]) == 16:
-            sys_flag |= 0x20
-        topic_len = len(m.topic.encode())
-        size = record_size(sys_flag, len(m.body), topic_len, len(text.encode()))
-        return MessageRecord(size, MESSAGE_MAGIC, body_crc(m.body), m.queue_id, m.flag, 0, 0, sys_flag,
-                             m.born_timestamp, m.born_host[0], m.born_host[1], store_ts, self.store_host[0],
-                             self.store_host[1], m.reconsume_times, m.prepared_transaction_offset, m.body,
-                             m.topic, text, props)
+            sys_flag |= STORE_V6
+            size += HOST_V6_EXTRA
+        return (m, size, zlib.crc32(body) & 0x7FFFFFFF, sys_flag, topic_part + _I16.pack(len(raw)) + raw,
+                props, text)
 
     # ------------------------------------------------------------------ dispatch
 
     def dispatch(self, rec: MessageRecord) -> None:
         """Build the consume queue unit and the index entries of one record (CommitLogDispatcher)."""
-        tx = rec.sys_flag & TRANSACTION_TYPE_MASK
+        self._dispatch(rec.topic, rec.queue_id, rec.properties, rec.physical_offset, rec.total_size,
+                       rec.queue_offset, rec.store_timestamp, rec.sys_flag & TRANSACTION_TYPE_MASK)
+
+    def _dispatch(self, topic: str, queue_id: int, props: dict, phys: int, size: int, queue_offset: int,
+                  store_ts: int, tx: int) -> None:
         if tx not in NOT_DISPATCHED:
-            code = expected_tags_code(rec.topic, rec.properties, rec.store_timestamp, self.levels)
-            cq = self.queue(rec.topic, rec.queue_id)
-            if cq.put(rec.physical_offset, rec.total_size, code, rec.queue_offset):
-                self._last_dispatched_ts = rec.store_timestamp
+            if topic == SCHEDULE_TOPIC:
+                code = expected_tags_code(topic, props, store_ts, self.levels)
+            else:
+                tags = props.get(Prop.TAGS)
+                if not tags:
+                    code = 0
+                else:
+                    code = self._tags_codes.get(tags)
+                    if code is None:
+                        if len(self._tags_codes) > 10_000:
+                            self._tags_codes.clear()
+                        code = self._tags_codes[tags] = tags_code(tags)
+            cq = self._queues.get((topic, queue_id)) or self.queue(topic, queue_id)
+            if cq.put(phys, size, code, queue_offset):
+                self._last_dispatched_ts = store_ts
                 for listener in self.listeners:
-                    listener(rec.topic, rec.queue_id, rec.queue_offset + 1, code)
-        if self.cfg.messageIndexEnable and tx != TransactionType.TRANSACTION_ROLLBACK_TYPE:
-            keys = ([rec.uniq_key] if rec.uniq_key else []) + rec.keys
+                    listener(topic, queue_id, queue_offset + 1, code)
+        if self.cfg.messageIndexEnable and tx != ROLLBACK:
+            uniq = props.get(Prop.UNIQ_KEY)
+            keys = props.get(Prop.KEYS)
             if keys:
-                self.index.put(rec.topic, keys, rec.physical_offset, rec.store_timestamp)
+                keys = [k for k in keys.split(" ") if k]
+                if uniq:
+                    keys.insert(0, uniq)
+            elif uniq:
+                keys = [uniq]
+            if keys:
+                self.index.put(topic, keys, phys, store_ts)
+
+    def drain_dispatch(self) -> None:
+        """Dispatch every record put so far (readers call it first, so they see their writes)."""
+        if self._pending:
+            with self.put_lock:
+                self._dispatch_pending()
+
+    def _prewrite_loop(self) -> None:
+        while not self._stop.is_set():
+            if not self._prewrite_some():
+                self._stop.wait(0.005)
+
+    def _prewrite_some(self) -> bool:
+        """Pre-write one chunk of zeros ahead of the commit log's write position (MappedFile.prewrite)."""
+        with self.put_lock:
+            f = self.commitlog.last
+            if f is None or f.write_pos >= f.size:
+                return False
+            # The thread needs the GIL back after each chunk (up to a switch interval, 5 ms, while a
+            # put loop runs): a chunk right at the write position would make the puts wait for it.
+            lo = max(f.warm_to, -(-(f.write_pos + PREWRITE_GAP) // PAGE) * PAGE)
+            hi = min(f.size, lo + PREWRITE_CHUNK)
+            if lo >= hi or lo - f.write_pos >= PREWRITE_AHEAD:
+                return False
+            f.warm_lock.acquire()
+            f.warm_lo = lo
+        try:
+            f.prewrite(lo, hi)
+        finally:
+            f.warm_lo = NOTHING_IN_FLIGHT
+            f.warm_lock.release()
+        return True
+
+    def _dispatch_loop(self) -> None:
+        while not self._stop.is_set():
+            self._dispatch_wake.wait(1.0)
+            self._dispatch_wake.clear()
+            if self._pending:
+                with self.put_lock:
+                    self._dispatch_pending()
+
+    def _dispatch_pending(self) -> None:
+        """Put the pending records' units into their consume queues (one packed run per queue)
+        and their keys into the index (one vectorised pass); the put lock is held."""
+        batch = self._pending
+        if not batch:
+            return
+        self._pending = []
+        runs: dict[tuple[str, int], list] = {}
+        keys, key_phys, key_ts = [], [], []
+        index_on = self.cfg.messageIndexEnable
+        codes = self._tags_codes
+        for topic, queue_id, props, phys, size, queue_offset, store_ts, tx in batch:
+            if tx not in NOT_DISPATCHED:
+                if topic == SCHEDULE_TOPIC:
+                    code = expected_tags_code(topic, props, store_ts, self.levels)
+                else:
+                    tags = props.get(Prop.TAGS)
+                    code = codes.get(tags) if tags else 0
+                    if code is None:
+                        if len(codes) > 10_000:
+                            codes.clear()
+                        code = codes[tags] = tags_code(tags)
+                run = runs.get((topic, queue_id))
+                if run is None:
+                    run = runs[(topic, queue_id)] = []
+                run.append((phys, size, code, queue_offset))
+            if index_on and tx != ROLLBACK:
+                uniq = props.get(Prop.UNIQ_KEY)
+                if uniq:
+                    keys.append(f"{topic}#{uniq}")
+                    key_phys.append(phys)
+                    key_ts.append(store_ts)
+                more = props.get(Prop.KEYS)
+                if more:
+                    for key in more.split(" "):
+                        if key:
+                            keys.append(f"{topic}#{key}")
+                            key_phys.append(phys)
+                            key_ts.append(store_ts)
+        listeners = self.listeners
+        for (topic, queue_id), units in runs.items():
+            cq = self._queues.get((topic, queue_id)) or self.queue(topic, queue_id)
+            if cq.put_many(units):
+                done = units
+            else:
+                done = [u for u in units if cq.put(*u)]
+            if done:
+                self._last_dispatched_ts = max(self._last_dispatched_ts, batch[-1][6])
+                for listener in listeners:
+                    for _, _, code, queue_offset in done:
+                        listener(topic, queue_id, queue_offset + 1, code)
+        if keys:
+            self.index.put_many(keys, key_phys, key_ts)
 
     @property
     def dispatch_behind_bytes(self) -> int:
-        """A master dispatches inside the put, so nothing is left behind; a slave's reput thread can lag."""
-        return max(0, self.commitlog.max_offset - self.reput_from) if self.cfg.is_slave else 0
+        """Bytes of the commit log not yet in consume queues and index: records a master's
+        dispatch has not taken yet, or what a slave's reput thread has still to read."""
+        if self.cfg.is_slave:
+            return max(0, self.commitlog.max_offset - self.reput_from)
+        pending = self._pending
+        return max(0, self.commitlog.max_offset - pending[0][3]) if pending else 0
 
     # ------------------------------------------------------------------ replication
 
@@ -352,9 +548,7 @@ class MessageStore:
             f.append(data)
             end = offset + len(data)
         if self.cfg.sync_flush:
-            with self.flush_cond:
-                self.flush_requested = max(self.flush_requested, end)
-                self.flush_cond.notify_all()
+            self.flusher.request(end)
         with self._reput_cond:
             self._reput_cond.notify_all()
         for listener in self.append_listeners:
@@ -432,40 +626,31 @@ class MessageStore:
 
     # ------------------------------------------------------------------ flush
 
-    def _wait_flushed(self, end: int) -> bool:
-        deadline = time.monotonic() + self.cfg.syncFlushTimeout / 1000
-        with self.flush_cond:
-            self.flush_requested = max(self.flush_requested, end)
-            self.flush_cond.notify_all()
-            while self.commitlog.flushed_offset < end:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self.running:
-                    return self.commitlog.flushed_offset >= end
-                self.flush_cond.wait(left)
-        return True
-
-    def _flush_commitlog(self) -> None:
+    def _flush_snapshot(self):
+        """(what to sync or None, the commit log offset it ends at), taken under the put lock."""
         with self.put_lock:
-            files = [f for f in self.commitlog.files if f.flushed_pos < f.write_pos]
+            files = [(f, f.write_pos) for f in self.commitlog.files if f.flushed_pos < f.write_pos]
             ts = self.commitlog.last.store_timestamp if self.commitlog.last else 0
-        for f in files:
-            f.flush()
+            end = self.commitlog.max_offset
+        return ((files, ts) if files else None), end
+
+    def _sync(self, work) -> None:
+        files, ts = work
+        for f, pos in files:
+            f.sync(pos)
         if ts:
             self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, ts)
+
+    def _flush_commitlog(self) -> None:
+        work, _ = self._flush_snapshot()
+        if work is not None:
+            self._sync(work)
 
     def _flush_commitlog_loop(self) -> None:
         interval = self.cfg.flushIntervalCommitLog / 1000
         thorough = self.cfg.flushCommitLogThoroughInterval / 1000
         last_thorough = time.monotonic()
         while not self._stop.is_set():
-            if self.cfg.sync_flush:
-                with self.flush_cond:
-                    while self.flush_requested <= self.commitlog.flushed_offset and not self._stop.is_set():
-                        self.flush_cond.wait(0.1)
-                self._flush_commitlog()
-                with self.flush_cond:
-                    self.flush_cond.notify_all()
-                continue
             self._stop.wait(interval)
             last = self.commitlog.last
             dirty = sum(f.dirty_pages() for f in self.commitlog.files[-2:]) if last else 0
@@ -642,6 +827,7 @@ class MessageStore:
         """(records as bytes, indexLastUpdateTimestamp, indexLastUpdatePhyoffset), re-checked for the key."""
         max_num = min(max_num, self.cfg.maxMsgsNumBatch)
         with self.put_lock:
+            self._dispatch_pending()
             offsets, last_ts, last_phy = self.index.query(topic, key, max_num, begin, end)
         out = []
         for off in sorted(set(offsets)):
