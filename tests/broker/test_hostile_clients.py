@@ -316,7 +316,7 @@ def test_malformed_frames_get_an_error_or_a_closed_connection(servers, who):
         steady.check()
     assert proc.poll() is None
     assert not [line for line in log if "Traceback" in line or " ERROR " in line], "".join(log)[-3000:]
-    assert after - before < 24 * 1024, f"{who} RssAnon grew {before} -> {after} KiB over 3 rounds of the corpus"
+    assert after - before < 8 * 1024, f"{who} RssAnon grew {before} -> {after} KiB over 3 rounds of the corpus"
 
 
 # ------------------------------------------------------------------ slow and idle clients
