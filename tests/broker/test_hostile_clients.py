@@ -24,7 +24,7 @@ import zlib
 import pytest
 
 from mqtool_remoting.batch import encode_batch
-from mqtool_remoting.codes import FRAME_MAX_LENGTH, RPC_ONEWAY, RPC_TYPE, RequestCode, ResponseCode, SerializeType
+from mqtool_remoting.codes import FRAME_MAX_LENGTH, RPC_ONEWAY, RPC_TYPE, RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import FrameError, RemotingError
 from mqtool_remoting.framing import FrameDecoder
