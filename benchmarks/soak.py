@@ -69,6 +69,7 @@ class Tally:
     def __init__(self):
         self.acked: set[str] = set()
         self.send_errors: Counter = Counter()
+        self.consume_errors: Counter = Counter()
         self.error_times: list[float] = []
         self.consumed: dict[str, Counter] = {"A": Counter(), "B": Counter()}
 
@@ -99,15 +100,25 @@ async def produce(ns: str, n: int, rate: float, stop: asyncio.Event, tally: Tall
         await p.close()
 
 
-async def consume(ns: str, group: str, instance: str, stop: asyncio.Event, seen: Counter, ready: list) -> None:
+async def consume(ns: str, group: str, instance: str, stop: asyncio.Event, seen: Counter, ready: list,
+                  tally: Tally) -> None:
+    """One consumer of the group; if it fails (the error is counted) a new one takes over, as a Java
+    client's rebalance service would keep going."""
     from mqtool.client.consumer import GroupConsumer
-    c = GroupConsumer(ns, f"CID_SOAK_{group}", TOPIC, start="first", instance=instance)
-    ready.append(c)
-    try:
-        async for _mq, rec in c.messages(poll_ms=200, stop=stop):
-            seen[rec.body.split(b"|", 1)[0].decode()] += 1
-    finally:
-        await c.close()
+    t0 = time.monotonic()
+    while not stop.is_set():
+        c = GroupConsumer(ns, f"CID_SOAK_{group}", TOPIC, start="first", instance=instance)
+        ready.append(c)
+        try:
+            async for _mq, rec in c.messages(poll_ms=200, stop=stop):
+                seen[rec.body.split(b"|", 1)[0].decode()] += 1
+        except Exception as exc:  # noqa: BLE001 - counted and reported, the soak goes on
+            tally.consume_errors[f"{type(exc).__name__}: {str(exc)[:80]}"] += 1
+            tally.error_times.append(round(time.monotonic() - t0, 1))
+            await asyncio.sleep(1.0)
+        finally:
+            ready.remove(c)
+            await c.close()
 
 
 def group_report(acked: set[str], seen: Counter) -> dict:
@@ -120,7 +131,7 @@ async def run_load(ns: str, broker_pid: int, seconds: float, sample_s: float, ra
     tally, samples = Tally(), []
     stop_p, stop_c = asyncio.Event(), asyncio.Event()
     consumers: list = []
-    cons = [asyncio.create_task(consume(ns, g, f"soak-{g}{i}", stop_c, tally.consumed[g], consumers))
+    cons = [asyncio.create_task(consume(ns, g, f"soak-{g}{i}", stop_c, tally.consumed[g], consumers, tally))
             for g, i in (("A", 0), ("A", 1), ("B", 0))]
     # Both A consumers hold their share of the queues before the first send: no rebalance mid-run.
     deadline = time.monotonic() + 60
@@ -146,7 +157,8 @@ async def run_load(ns: str, broker_pid: int, seconds: float, sample_s: float, ra
     await asyncio.gather(*cons, return_exceptions=True)
     times = tally.error_times
     return {"samples": samples, "acked": len(tally.acked), "send_errors": dict(tally.send_errors),
-            "send_errors_between_s": [times[0], times[-1]] if times else None,
+            "consume_errors": dict(tally.consume_errors),
+            "errors_between_s": [times[0], times[-1]] if times else None,
             "groups": {g: group_report(tally.acked, seen) for g, seen in tally.consumed.items()}}
 
 
@@ -205,11 +217,13 @@ def main() -> int:
                      "groups": {"A": 2, "B": 1}, "flushDiskType": "ASYNC_FLUSH", "client": "mqtool Python client"},
             "baseline": {"broker_rss_at_start_mib": round(load["samples"][0]["VmRSS"] / 1024, 1)},
             "acked": load["acked"], "msg_per_s": round(load["acked"] / seconds, 1),
-            "send_errors": load["send_errors"], "send_errors_between_s": load["send_errors_between_s"],
+            "send_errors": load["send_errors"], "consume_errors": load["consume_errors"],
+            "errors_between_s": load["errors_between_s"],
             "broker_warnings_logged": warnings_logged[:10],
             "groups": groups, "memory": summarize_memory(load["samples"]), "samples": load["samples"],
         }
-        result["ok"] = (not load["send_errors"] and not warnings_logged and load["acked"] > 0
+        result["ok"] = (not load["send_errors"] and not load["consume_errors"] and not warnings_logged
+                        and load["acked"] > 0
                         and all(g["missing"] == 0 and g["duplicates"] == 0 for g in groups.values()))
         print(json.dumps(result) if args.json else json.dumps(result, indent=2))
         return 0 if result["ok"] else 1

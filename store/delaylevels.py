@@ -13,7 +13,7 @@ def parse_delay_levels(text: str = DEFAULT_MESSAGE_DELAY_LEVEL) -> dict[int, int
     levels = {}
     for i, item in enumerate(text.split(), start=1):
         unit = item[-1].lower()
-        if unit not in _UNIT_MS or not item[:-1].isdigit():
+        if unit not in _UNIT_MS or not (item[:-1].isascii() and item[:-1].isdigit()):   # '²'.isdigit() too
             raise FormatError(f"bad messageDelayLevel item {item!r}")
         levels[i] = int(item[:-1]) * _UNIT_MS[unit]
     return levels

@@ -22,6 +22,8 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
         raw = bytes.fromhex(text)
     except ValueError:
         raise FormatError(f"message id {msg_id!r} is not hexadecimal") from None
+    if len(raw) * 2 != len(text):           # fromhex skips whitespace inside the text
+        raise FormatError(f"message id {msg_id!r} is not hexadecimal")
     ip_len = len(raw) - 12
     port, offset = struct.unpack(">iq", raw[ip_len:])
     return str(ipaddress.ip_address(raw[:ip_len])), port, offset

@@ -18,6 +18,7 @@ from mqtool_store.checkpoint import CheckpointSchema, Checkpoint, decode_checkpo
 from mqtool_store.codes import CHECKPOINT_FILE_SIZE, MSG_FIXED_SIZE_V4
 from mqtool_store.commitlog import (MessageRecordSchema, decode_record, encode_blank, encode_record, new_record,
                                     record_from_schema)
+from mqtool_store.compression import decompress
 from mqtool_store.consumequeue import CqUnitSchema, encode_unit, read_units, valid_prefix
 from mqtool_store.errors import FormatError
 from mqtool_store.ha.protocol import (FrameReader, HAProtocolError, ReportReader, encode_frame_header,
@@ -25,7 +26,9 @@ from mqtool_store.ha.protocol import (FrameReader, HAProtocolError, ReportReader
 from mqtool_store.indexfile import (ENTRY_DTYPE, IndexEntrySchema, IndexFile, IndexHeader, IndexHeaderSchema,
                                     encode_entry, index_file_size)
 from mqtool_store.javahash import index_key_hash
+from mqtool_store.delaylevels import parse_delay_levels
 from mqtool_store.logscan import RecordIterator, scan_file
+from mqtool_store.msgid import create_offset_msg_id, decode_offset_msg_id
 
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -300,3 +303,45 @@ def test_a_config_file_that_is_not_utf8_is_a_format_error_and_the_backup_is_used
         assert "UTF-8" in str(exc)
     else:
         raise AssertionError("no FormatError")
+
+
+# ------------------------------------------------------------------ message ids, delay levels, compressed bodies
+
+@given(st.binary(min_size=4, max_size=4) | st.binary(min_size=16, max_size=16), I32, I64)
+def test_offset_message_id_round_trips(ip, port, offset):
+    import ipaddress
+    assert decode_offset_msg_id(create_offset_msg_id(ip, port, offset)) == (str(ipaddress.ip_address(ip)), port,
+                                                                         offset)
+
+
+@given(st.text(st.sampled_from("0123456789abcdefABCDEF \t\n\u0661g"), min_size=30, max_size=58) | st.text(max_size=60))
+@example("00 11 2233445566778899aabbccddee")        # bytes.fromhex skips spaces: 15 bytes, not 16
+def test_offset_message_id_of_any_text_decodes_or_raises_format_error(text):
+    try:
+        decode_offset_msg_id(text)
+    except FormatError:
+        pass
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from("smhdSMHD")), max_size=20))
+def test_delay_levels_round_trip(items):
+    text = " ".join(f"{n}{u}" for n, u in items)
+    assert parse_delay_levels(text) == {i: n * {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[u.lower()]
+                                        for i, (n, u) in enumerate(items, start=1)}
+
+
+@given(st.text(max_size=40) | st.text(st.sampled_from("1s5mhd \u00b2\u0661x-"), max_size=20))
+@example("\u00b2s")                                  # str.isdigit() is true for a superscript two; int() is not
+def test_delay_levels_of_any_text_parse_or_raise_format_error(text):
+    try:
+        parse_delay_levels(text)
+    except FormatError:
+        pass
+
+
+@given(st.binary(max_size=100), st.sampled_from([0x1, 0x1 | (1 << 8), 0x1 | (2 << 8), 0x1 | (3 << 8)]))
+def test_compressed_body_of_any_bytes_inflates_or_raises_format_error(raw, sys_flag):
+    try:
+        decompress(raw, sys_flag)
+    except FormatError:
+        pass
