@@ -99,6 +99,18 @@ async def send(ns, topic, creds, body=b"hello", group="PID_ACL"):
         await p.close()
 
 
+async def queues_once_routed(consumer, topic: str, timeout: float = 15.0):
+    """The topic's queues, once the broker's registration that follows its auto-creation reached the name server."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await consumer.queues(topic)
+        except RemotingCommandError as exc:
+            if exc.code != 17 or time.monotonic() > deadline:      # TOPIC_NOT_EXIST
+                raise
+            await asyncio.sleep(0.1)
+
+
 def refusal(ns, topic, creds, group="PID_ACL") -> RemotingCommandError:
     with pytest.raises(RemotingCommandError) as info:
         run(send(ns, topic, creds, group=group))
@@ -140,7 +152,7 @@ def test_valid_account_sends_and_consumes(acl):
     async def consume():
         c = Consumer(ns, "GID_ACL", credentials=USER)
         try:
-            for mq in await c.queues("AclTopic"):
+            for mq in await queues_once_routed(c, "AclTopic"):
                 res = await c.pull(mq, 0)
                 if res.messages:
                     return [m.body for m in res.messages]
