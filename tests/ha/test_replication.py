@@ -189,6 +189,9 @@ def test_two_slaves_follow_a_master_that_restarts(tmp_path):
         g.start("master", "ASYNC_MASTER", 0)
         g.start("s1", "SLAVE", 1)
         g.start("s2", "SLAVE", 2)
+        # Both attached before the first send: a slave that attaches later, once the master is in its
+        # second file, starts there (as in Java) and would never hold the first file compared below.
+        wait_until("both slaves to attach", lambda: slave_in_sync(g, 2))
         run_cli("send", "-t", "Two", "-n", g.ns, "--json", input="".join(f"m{i}\n" for i in range(300)), check=True)
         wait_until("both slaves to catch up", lambda: slave_in_sync(g, 2))
         watch = subprocess.Popen([sys.executable, "-m", "mqtool", "ha", "status", "-n", g.ns, "--watch", "0.3",
