@@ -1,7 +1,10 @@
 """The message store: commitlog appends, dispatch to consume queues and index, reads, flush, recovery.
 
-Threads, not asyncio: a put takes one lock (queue offsets, commitlog position and dispatch stay
-in step), then under SYNC_FLUSH waits for the group-commit flusher to cover its bytes.
+Threads, not asyncio: a put takes one lock (queue offsets, commitlog position and the pending
+dispatch list stay in step), then under SYNC_FLUSH waits for the group-commit flusher
+(groupcommit.py) to cover its bytes. Consume queue units and index entries are written in
+batches by a dispatch thread, as Java's ReputMessageService does; every read dispatches what is
+pending first, so a reader always sees what was put before it.
 """
 from __future__ import annotations
 
@@ -272,8 +275,9 @@ class MessageStore:
         """Append messages atomically (one lock, one file: a batch never spans files).
 
         What does not depend on the position (CRC, sizes, the encoded topic and properties) is
-        prepared before the lock; under it each record is packed straight into the mapped file,
-        then dispatched to its consume queue and the index.
+        prepared before the lock; under it each record gets its queue offset and is packed
+        straight into the mapped file, and joins the records the dispatch thread puts into
+        consume queues and the index in batches (reads dispatch what is pending first).
         """
         if not self.running:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not running")

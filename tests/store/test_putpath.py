@@ -141,6 +141,10 @@ def test_dispatched_files_equal_a_rebuild(tmp_path, index_batch):
                 s.drain_dispatch()
             sys_flag = 0x4 if i % 97 == 0 else (0xC if i % 89 == 0 else 0)   # prepared, rollback
             m = Message(rnd.choice(["T1", "T2"]), rnd.randint(0, 3), b"m%d" % i, props, sys_flag=sys_flag)
+            if i == 700:
+                with s.put_lock:      # one dispatch batch of 300 records: runs of more than 64 units per queue
+                    for j in range(300):
+                        assert s.put(Message("T2", j % 2, b"held%d" % j, {"KEYS": f"h{j}", "TAGS": "H"})).ok
             if i % 50 == 0:
                 assert s.put_batch([m, Message("T1", 0, b"batch", {"KEYS": "bk"})]).ok
             else:
