@@ -67,7 +67,7 @@ def cfg(root: Path, **kw) -> MessageStoreConfig:
 def append_run(root: Path, size: int, total_bytes: int) -> dict:
     body = os.urandom(size)
     n = max(1000, total_bytes // (size + 150))
-    chunk = 20_000
+    chunk = 5_000
     dt = cpu = 0.0
     lag = 0
     with MessageStore(cfg(root)) as s:

@@ -191,7 +191,8 @@ class MessageStore:
         else:
             self._spawn(self._flush_commitlog_loop, "commitlog-flush")
         self._spawn(self._dispatch_loop, "dispatch")
-        self._spawn(self._prewrite_loop, "commitlog-prewrite")
+        if not self.cfg.sync_flush:     # under SYNC_FLUSH every fsync would also write the zeros ahead
+            self._spawn(self._prewrite_loop, "commitlog-prewrite")
         self._spawn(self._flush_queues_loop, "consumequeue-flush")
         self._spawn(self._clean_loop, "clean-expired")
         self.reput_from = self.commitlog.max_offset
@@ -296,6 +297,7 @@ class MessageStore:
             self._id_host = store_host
             self._id_prefix = (store_ip + _I32.pack(store_port)).hex().upper()
         table = self.topic_queue_table
+        waits = self.cfg.sync_flush and msgs[0].properties.get(Prop.WAIT, "true") != "false"
         with self.put_lock:
             store_ts = time.time_ns() // 1_000_000
             f = self.commitlog.last_for_append()
@@ -338,7 +340,7 @@ class MessageStore:
             end = start + pos
             if len(pending) >= DISPATCH_BATCH:
                 self._dispatch_pending()
-            elif was_idle:
+            elif was_idle and not waits:     # a waiting put's records are dispatched by the flusher
                 self._dispatch_wake.set()
         prefix = self._id_prefix
         if len(prepared) == 1:
@@ -348,7 +350,7 @@ class MessageStore:
         result = PutResult(PutStatus.PUT_OK, first[0], total, first[1], ids, store_ts)
         for listener in self.append_listeners:
             listener(end)
-        if self.cfg.sync_flush and msgs[0].properties.get(Prop.WAIT, "true") != "false":
+        if waits:
             if not self.flusher.wait(end, self.cfg.syncFlushTimeout / 1000):
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
         return result
@@ -633,6 +635,9 @@ class MessageStore:
     def _flush_snapshot(self):
         """(what to sync or None, the commit log offset it ends at), taken under the put lock."""
         with self.put_lock:
+            if self.cfg.sync_flush:
+                # One thread fewer to hand the GIL to per put: the group commit dispatches what it covers.
+                self._dispatch_pending()
             files = [(f, f.write_pos) for f in self.commitlog.files if f.flushed_pos < f.write_pos]
             ts = self.commitlog.last.store_timestamp if self.commitlog.last else 0
             end = self.commitlog.max_offset
