@@ -270,7 +270,45 @@ class MessageStore:
     # ------------------------------------------------------------------ put
 
     def put(self, msg: Message) -> PutResult:
-        return self.put_batch((msg,), batch=False)
+        """One message: put_batch's work without its lists (the broker's common case)."""
+        if not self.running or self.cfg.is_slave or self.cfg.sync_flush or self.store_host is not self._id_host:
+            return self.put_batch((msg,), batch=False)
+        p = self._prepare(msg)
+        if type(p) is PutResult:
+            return p
+        _, size, crc, sys_flag, tail, props, _ = p
+        if sys_flag & V6_HOSTS:
+            return self.put_batch((msg,), batch=False)
+        store_ip, store_port = self.store_host
+        with self.put_lock:
+            store_ts = time.time_ns() // 1_000_000
+            f = self.commitlog.last_for_append()
+            pos = f.write_pos
+            if size + END_FILE_MIN_BLANK_LENGTH > f.size - pos or pos + size > f.warm_lo:
+                return self.put_batch((msg,), batch=False)      # rolls the file or waits: the general path
+            tx = sys_flag & TRANSACTION_TYPE_MASK
+            if tx not in NOT_DISPATCHED:
+                key = (msg.topic, msg.queue_id)
+                queue_offset = self.topic_queue_table.get(key, 0)
+                self.topic_queue_table[key] = queue_offset + 1
+            else:
+                queue_offset = 0
+            phys = f.start + pos
+            write_record_v4(f.mm, pos, size, crc, msg.queue_id, msg.flag, queue_offset, phys, sys_flag,
+                            msg.born_timestamp, msg.born_host[0], msg.born_host[1], store_ts, store_ip, store_port,
+                            msg.reconsume_times, msg.prepared_transaction_offset, msg.body, tail)
+            f.write_pos = pos + size
+            f.store_timestamp = store_ts
+            pending = self._pending
+            pending.append((msg.topic, msg.queue_id, props, phys, size, queue_offset, store_ts, tx))
+            if len(pending) >= DISPATCH_BATCH:
+                self._dispatch_pending()
+            elif len(pending) == 1:
+                self._dispatch_wake.set()
+        result = PutResult(PutStatus.PUT_OK, phys, size, queue_offset, [f"{self._id_prefix}{phys:016X}"], store_ts)
+        for listener in self.append_listeners:
+            listener(phys + size)
+        return result
 
     def put_batch(self, msgs, batch: bool = True) -> PutResult:
         """Append messages atomically (one lock, one file: a batch never spans files).
