@@ -11,7 +11,8 @@ from .consumequeue import _UNIT, encode_unit, read_units, valid_prefix
 from .mappedfile import MappedFileQueue
 
 PRE_BLANK = encode_unit(0, INT32_MAX, 0)
-_RUNS: dict[int, struct.Struct] = {}     # n -> the struct of n units
+RUN = 64
+_RUNS: dict[int, struct.Struct] = {}     # k -> the struct of k units, k <= RUN
 
 
 class ConsumeQueue:
@@ -115,17 +116,20 @@ class ConsumeQueue:
             if (f.start + wp == first_queue_offset * CQ_UNIT_SIZE and wp + n * CQ_UNIT_SIZE <= f.size
                     and first_offset + first_size > self.max_physic_offset
                     and units[-1][3] - first_queue_offset == n - 1):
-                fmt = _RUNS.get(n)
-                if fmt is None:
-                    fmt = _RUNS[n] = struct.Struct(">" + "qiq" * n) if n <= 4096 else None
-                if fmt is not None:
-                    flat = []
-                    for off, size, code, _ in units:
-                        flat += (off, size, code)
-                    fmt.pack_into(f.mm, wp, *flat)
-                    f.write_pos = wp + n * CQ_UNIT_SIZE
-                    self.max_physic_offset = units[-1][0] + units[-1][1]
-                    return True
+                flat = []
+                for off, size, code, _ in units:
+                    flat += (off, size, code)
+                mm, p = f.mm, wp
+                for lo in range(0, n, RUN):       # RUN units per pack_into (a bounded set of structs)
+                    k = min(RUN, n - lo)
+                    fmt = _RUNS.get(k)
+                    if fmt is None:
+                        fmt = _RUNS[k] = struct.Struct(">" + "qiq" * k)
+                    fmt.pack_into(mm, p, *flat[3 * lo:3 * (lo + k)])
+                    p += k * CQ_UNIT_SIZE
+                f.write_pos = p
+                self.max_physic_offset = units[-1][0] + units[-1][1]
+                return True
         return False
 
     def units(self, queue_offset: int, max_count: int) -> np.ndarray:

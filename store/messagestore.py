@@ -1,7 +1,10 @@
 """The message store: commitlog appends, dispatch to consume queues and index, reads, flush, recovery.
 
-Threads, not asyncio: a put takes one lock (queue offsets, commitlog position and dispatch stay
-in step), then under SYNC_FLUSH waits for the group-commit flusher to cover its bytes.
+Threads, not asyncio: a put takes one lock (queue offsets, commitlog position and the pending
+dispatch list stay in step), then under SYNC_FLUSH waits for the group-commit flusher
+(groupcommit.py) to cover its bytes. Consume queue units and index entries are written in
+batches by a dispatch thread, as Java's ReputMessageService does; every read dispatches what is
+pending first, so a reader always sees what was put before it.
 """
 from __future__ import annotations
 
@@ -188,7 +191,8 @@ class MessageStore:
         else:
             self._spawn(self._flush_commitlog_loop, "commitlog-flush")
         self._spawn(self._dispatch_loop, "dispatch")
-        self._spawn(self._prewrite_loop, "commitlog-prewrite")
+        if not self.cfg.sync_flush:     # under SYNC_FLUSH every fsync would also write the zeros ahead
+            self._spawn(self._prewrite_loop, "commitlog-prewrite")
         self._spawn(self._flush_queues_loop, "consumequeue-flush")
         self._spawn(self._clean_loop, "clean-expired")
         self.reput_from = self.commitlog.max_offset
@@ -266,14 +270,53 @@ class MessageStore:
     # ------------------------------------------------------------------ put
 
     def put(self, msg: Message) -> PutResult:
-        return self.put_batch((msg,), batch=False)
+        """One message: put_batch's work without its lists (the broker's common case)."""
+        if not self.running or self.cfg.is_slave or self.cfg.sync_flush or self.store_host is not self._id_host:
+            return self.put_batch((msg,), batch=False)
+        p = self._prepare(msg)
+        if type(p) is PutResult:
+            return p
+        _, size, crc, sys_flag, tail, props, _ = p
+        if sys_flag & V6_HOSTS:
+            return self.put_batch((msg,), batch=False)
+        store_ip, store_port = self.store_host
+        with self.put_lock:
+            store_ts = time.time_ns() // 1_000_000
+            f = self.commitlog.last_for_append()
+            pos = f.write_pos
+            if size + END_FILE_MIN_BLANK_LENGTH > f.size - pos or pos + size > f.warm_lo:
+                return self.put_batch((msg,), batch=False)      # rolls the file or waits: the general path
+            tx = sys_flag & TRANSACTION_TYPE_MASK
+            if tx not in NOT_DISPATCHED:
+                key = (msg.topic, msg.queue_id)
+                queue_offset = self.topic_queue_table.get(key, 0)
+                self.topic_queue_table[key] = queue_offset + 1
+            else:
+                queue_offset = 0
+            phys = f.start + pos
+            write_record_v4(f.mm, pos, size, crc, msg.queue_id, msg.flag, queue_offset, phys, sys_flag,
+                            msg.born_timestamp, msg.born_host[0], msg.born_host[1], store_ts, store_ip, store_port,
+                            msg.reconsume_times, msg.prepared_transaction_offset, msg.body, tail)
+            f.write_pos = pos + size
+            f.store_timestamp = store_ts
+            pending = self._pending
+            pending.append((msg.topic, msg.queue_id, props, phys, size, queue_offset, store_ts, tx))
+            if len(pending) >= DISPATCH_BATCH:
+                self._dispatch_pending()
+            elif len(pending) == 1:
+                self._dispatch_wake.set()
+        result = PutResult(PutStatus.PUT_OK, phys, size, queue_offset, [f"{self._id_prefix}{phys:016X}"], store_ts)
+        for listener in self.append_listeners:
+            listener(phys + size)
+        return result
 
     def put_batch(self, msgs, batch: bool = True) -> PutResult:
         """Append messages atomically (one lock, one file: a batch never spans files).
 
         What does not depend on the position (CRC, sizes, the encoded topic and properties) is
-        prepared before the lock; under it each record is packed straight into the mapped file,
-        then dispatched to its consume queue and the index.
+        prepared before the lock; under it each record gets its queue offset and is packed
+        straight into the mapped file, and joins the records the dispatch thread puts into
+        consume queues and the index in batches (reads dispatch what is pending first).
         """
         if not self.running:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not running")
@@ -292,6 +335,7 @@ class MessageStore:
             self._id_host = store_host
             self._id_prefix = (store_ip + _I32.pack(store_port)).hex().upper()
         table = self.topic_queue_table
+        waits = self.cfg.sync_flush and msgs[0].properties.get(Prop.WAIT, "true") != "false"
         with self.put_lock:
             store_ts = time.time_ns() // 1_000_000
             f = self.commitlog.last_for_append()
@@ -334,7 +378,7 @@ class MessageStore:
             end = start + pos
             if len(pending) >= DISPATCH_BATCH:
                 self._dispatch_pending()
-            elif was_idle:
+            elif was_idle and not waits:     # a waiting put's records are dispatched by the flusher
                 self._dispatch_wake.set()
         prefix = self._id_prefix
         if len(prepared) == 1:
@@ -344,7 +388,7 @@ class MessageStore:
         result = PutResult(PutStatus.PUT_OK, first[0], total, first[1], ids, store_ts)
         for listener in self.append_listeners:
             listener(end)
-        if self.cfg.sync_flush and msgs[0].properties.get(Prop.WAIT, "true") != "false":
+        if waits:
             if not self.flusher.wait(end, self.cfg.syncFlushTimeout / 1000):
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
         return result
@@ -629,6 +673,9 @@ class MessageStore:
     def _flush_snapshot(self):
         """(what to sync or None, the commit log offset it ends at), taken under the put lock."""
         with self.put_lock:
+            if self.cfg.sync_flush:
+                # One thread fewer to hand the GIL to per put: the group commit dispatches what it covers.
+                self._dispatch_pending()
             files = [(f, f.write_pos) for f in self.commitlog.files if f.flushed_pos < f.write_pos]
             ts = self.commitlog.last.store_timestamp if self.commitlog.last else 0
             end = self.commitlog.max_offset
