@@ -150,6 +150,9 @@ class MessageStore:
         self.put_lock = threading.RLock()     # re-entered by readers that first dispatch what is pending
         self._pending: list[tuple] = []       # records put but not yet in their consume queue and the index
         self._dispatch_wake = threading.Event()
+        # A caller that drains what is pending itself soon after its puts (the broker: once per event
+        # loop turn) turns this off: no thread wake-up per put, which costs a sync sender ~30% of its rate.
+        self.wake_dispatcher = True
         self.listeners: list = []        # callables(topic, queue_id, max_offset, tags_code)
         self.append_listeners: list = []  # callables(commitlog max offset), after every put or append
         self.reput_from = 0               # slave: commit log offset dispatched up to
@@ -303,7 +306,7 @@ class MessageStore:
             pending.append((msg.topic, msg.queue_id, props, phys, size, queue_offset, store_ts, tx))
             if len(pending) >= DISPATCH_BATCH:
                 self._dispatch_pending()
-            elif len(pending) == 1:
+            elif len(pending) == 1 and self.wake_dispatcher:
                 self._dispatch_wake.set()
         result = PutResult(PutStatus.PUT_OK, phys, size, queue_offset, [f"{self._id_prefix}{phys:016X}"], store_ts)
         for listener in self.append_listeners:
@@ -378,7 +381,7 @@ class MessageStore:
             end = start + pos
             if len(pending) >= DISPATCH_BATCH:
                 self._dispatch_pending()
-            elif was_idle and not waits:     # a waiting put's records are dispatched by the flusher
+            elif was_idle and not waits and self.wake_dispatcher:   # a waiting put's: by the flusher
                 self._dispatch_wake.set()
         prefix = self._id_prefix
         if len(prepared) == 1:

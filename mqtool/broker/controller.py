@@ -117,6 +117,8 @@ class BrokerController:
         self.store_config.haListenPort = config.listenPort + 1 if config.listenPort else 0
         ip = ipaddress.ip_address(config.brokerIP1).packed
         self.store = MessageStore(self.store_config, (ip, config.listenPort))
+        self.store.wake_dispatcher = False       # put() schedules the drain on the loop (_drain_dispatch)
+        self._drain_soon = False
         cfg_dir = self.store_config.root / "config"
         self.topics = TopicConfigManager(cfg_dir, config.brokerClusterName, config.brokerName,
                                          config.autoCreateTopicEnable, config.defaultTopicQueueNums,
@@ -304,12 +306,19 @@ class BrokerController:
             result = await asyncio.get_running_loop().run_in_executor(None, fn)
         else:
             result = fn()
+        if self.store._pending and not self._drain_soon:
+            self._drain_soon = True                   # consume queue and index: once per loop turn
+            asyncio.get_running_loop().call_soon(self._drain_dispatch)
         if result.ok:
             first = msgs[0] if batch else msgs
             self.stats.put(first.topic, len(msgs) if batch else 1, result.size)
             if self.store_config.brokerRole == SYNC_MASTER and first.properties.get(Prop.WAIT, "true") != "false":
                 await self._wait_replica(result)
         return result
+
+    def _drain_dispatch(self) -> None:
+        self._drain_soon = False
+        self.store.drain_dispatch()
 
     async def _wait_replica(self, result: PutResult) -> None:
         """submitReplicaRequest; a replica failure overrides the flush status, as thenCombine does."""
