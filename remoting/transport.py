@@ -22,6 +22,7 @@ log = logging.getLogger("mqtool.remoting")
 Handler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
 READ_CHUNK = 256 * 1024
 LISTEN_BACKLOG = 1024   # NettyServerConfig.serverSocketBacklog; asyncio's 100 drops a burst of connects for 1 s
+SWEEP_S = 0.05          # how often a connection with requests in flight looks for timed-out ones
 CLOSE_GRACE_S = 2.0     # after bad bytes: how long requests decoded before them may take to answer
 
 
@@ -44,6 +45,8 @@ class Connection:
         self.peer_host, self.peer_port = peer[0], peer[1]
         self.pending: dict[int, asyncio.Future] = {}
         self._out: list[bytes] = []           # frames waiting for this loop turn's single write
+        self._deadlines: dict[int, tuple] = {}  # opaque -> (loop time, timeout, future) of a request
+        self._sweeper: asyncio.TimerHandle | None = None
         self.closed = asyncio.Event()
         self.attrs: dict = {}      # per-connection state for servers (client id, language, ...)
         self.signer: Callable[[RemotingCommand], None] | None = None   # ACL: signs each request sent
@@ -146,17 +149,33 @@ class Connection:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         self.pending[cmd.opaque] = fut
-        # One timer per request, no task: many requests in flight on one connection stay cheap.
-        timer = loop.call_later(timeout_s, _time_out, fut, self.peer, timeout_s)
+        # No task and no timer per request: a deadline, checked by one sweep per connection
+        # (asyncio's timer heap cost a few microseconds a request with many in flight).
+        self._deadlines[cmd.opaque] = (loop.time() + timeout_s, timeout_s, fut)
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(SWEEP_S, self._sweep)
         try:
             self._write(frame)
             if self._backlogged():
                 await self.drain()
             return await fut
         finally:
-            timer.cancel()
+            self._deadlines.pop(cmd.opaque, None)
             if self.pending.get(cmd.opaque) is fut:
                 del self.pending[cmd.opaque]
+
+    def _sweep(self) -> None:
+        """Fail the requests whose time is up (at most SWEEP_S late); look again while any wait."""
+        self._sweeper = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        expired = [(opaque, t, fut) for opaque, (deadline, t, fut) in self._deadlines.items() if deadline <= now]
+        for opaque, t, fut in expired:
+            del self._deadlines[opaque]
+            if not fut.done():
+                fut.set_exception(RemotingTimeout(self.peer, t))
+        if self._deadlines and not self.closed.is_set():
+            self._sweeper = loop.call_later(SWEEP_S, self._sweep)
 
     def _backlogged(self) -> bool:
         """More than the transport's high-water mark is waiting to be sent (drain would wait)."""
@@ -184,6 +203,9 @@ class Connection:
             return
         self._flush()                          # answers already made leave before the close
         self.closed.set()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for fut in self.pending.values():
             if not fut.done():
                 fut.set_exception(RemotingClosed(self.peer))
@@ -206,11 +228,6 @@ class Connection:
             if t is not asyncio.current_task():
                 t.cancel()
         await asyncio.gather(*(t for t in tasks if t is not asyncio.current_task()), return_exceptions=True)
-
-
-def _time_out(fut: asyncio.Future, peer: str, timeout_s: float) -> None:
-    if not fut.done():
-        fut.set_exception(RemotingTimeout(peer, timeout_s))
 
 
 async def _carry_on(coro, waiting_on) -> None:
