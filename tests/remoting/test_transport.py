@@ -243,3 +243,24 @@ def test_server_listens_with_nettys_backlog_so_a_burst_of_connects_is_not_droppe
             await srv.stop()
         return out
     assert asyncio.run(scenario()).split()[2] == str(LISTEN_BACKLOG) == "1024"
+
+
+def test_timeouts_are_per_request_on_one_connection():
+    async def scenario():
+        svc = Service()
+        server = await serve(svc.handle, "127.0.0.1", 0)
+        conn = await connect(f"127.0.0.1:{server.port}")
+        patient = asyncio.ensure_future(conn.request(RemotingCommand.request(SLOW), timeout_s=5))
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        with pytest.raises(RemotingTimeout):
+            await conn.request(RemotingCommand.request(SLOW), timeout_s=0.2)
+        assert 0.2 <= loop.time() - start < 1.0            # the sweep runs every 50 ms
+        assert not patient.done()                          # the other request still waits
+        svc.release.set()
+        assert (await patient).remark == "late"
+        await asyncio.sleep(0.1)
+        assert conn._sweeper is None and conn._deadlines == {}   # nothing waits: no sweep scheduled
+        await conn.close()
+        await server.stop()
+    run(scenario())
