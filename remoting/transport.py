@@ -22,6 +22,7 @@ log = logging.getLogger("mqtool.remoting")
 Handler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
 READ_CHUNK = 256 * 1024
 LISTEN_BACKLOG = 1024   # NettyServerConfig.serverSocketBacklog; asyncio's 100 drops a burst of connects for 1 s
+SERVER_IDLE_S = 120.0   # NettyServerConfig.serverChannelMaxIdleTimeSeconds' default
 SWEEP_S = 0.05          # how often a connection with requests in flight looks for timed-out ones
 CLOSE_GRACE_S = 2.0     # after bad bytes: how long requests decoded before them may take to answer
 
@@ -46,6 +47,7 @@ class Connection:
         self.pending: dict[int, asyncio.Future] = {}
         self._out: list[bytes] = []           # frames waiting for this loop turn's single write
         self._deadlines: dict[int, tuple] = {}  # opaque -> (loop time, timeout, future) of a request
+        self.last_active = asyncio.get_running_loop().time()    # of the last read or write (idle checks)
         self._sweeper: asyncio.TimerHandle | None = None
         self.closed = asyncio.Event()
         self.attrs: dict = {}      # per-connection state for servers (client id, language, ...)
@@ -63,6 +65,7 @@ class Connection:
                 data = await self.reader.read(READ_CHUNK)
                 if not data:
                     break
+                self.last_active = asyncio.get_running_loop().time()
                 for cmd in decoder.feed(data):
                     self._dispatch(cmd)
         except FrameError as exc:
@@ -134,6 +137,7 @@ class Connection:
         out, self._out = self._out, []
         if self.closed.is_set() or not out:
             return
+        self.last_active = asyncio.get_running_loop().time()
         try:
             self.writer.write(out[0] if len(out) == 1 else b"".join(out))
         except (ConnectionError, OSError, RuntimeError):
@@ -269,13 +273,16 @@ def _checked_frame(cmd: RemotingCommand) -> bytes:
 class Server:
     """A listening socket; every accepted connection gets `handler`."""
 
-    def __init__(self, handler: Handler, on_close: Callable[[Connection], None] | None = None):
+    def __init__(self, handler: Handler, on_close: Callable[[Connection], None] | None = None,
+                 idle_timeout_s: float = SERVER_IDLE_S):
         self.handler = handler
         self.on_close = on_close
         self.connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
         self.port = 0
         self.host = ""
+        self.idle_timeout_s = idle_timeout_s       # NettyServerConfig.serverChannelMaxIdleTimeSeconds
+        self._idle_check: asyncio.TimerHandle | None = None
 
     async def start(self, host: str, port: int) -> "Server":
         with map_os_errors(f"{host}:{port}", listen=True):
@@ -283,7 +290,22 @@ class Server:
                                                       backlog=LISTEN_BACKLOG)
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
+        if self.idle_timeout_s > 0:
+            self._schedule_idle_check()
         return self
+
+    def _schedule_idle_check(self) -> None:
+        self._idle_check = asyncio.get_running_loop().call_later(min(self.idle_timeout_s / 4, 5.0),
+                                                                 self._close_idle)
+
+    def _close_idle(self) -> None:
+        """Netty's IdleStateHandler(ALL_IDLE) as RocketMQ's server uses it: a connection that neither
+        read nor wrote for serverChannelMaxIdleTimeSeconds is closed (clients heartbeat every 30 s)."""
+        cutoff = asyncio.get_running_loop().time() - self.idle_timeout_s
+        for conn in [c for c in self.connections if c.last_active < cutoff and not c.pending and not c._tasks]:
+            log.info("closing idle connection from %s (nothing for %g s)", conn.peer, self.idle_timeout_s)
+            conn.shutdown()
+        self._schedule_idle_check()
 
     async def _accept(self, reader, writer) -> None:
         conn = Connection(reader, writer, self.handler, self._closed)
@@ -295,6 +317,9 @@ class Server:
             self.on_close(conn)
 
     async def stop(self) -> None:
+        if self._idle_check is not None:
+            self._idle_check.cancel()
+            self._idle_check = None
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

@@ -52,6 +52,7 @@ class BrokerConfig:
     rejectTransactionMessage: bool = False
     enablePropertyFilter: bool = False
     slaveReadEnable: bool = False
+    serverChannelMaxIdleTimeSeconds: int = 120   # NettyServerConfig: close a connection idle this long
     metricsPort: int = 0          # mqtool's: Prometheus /metrics on this port (0: off); not a 4.9.8 key
     aclEnable: bool = False            # plain ACL: $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml
 

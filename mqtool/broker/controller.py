@@ -132,7 +132,8 @@ class BrokerController:
         self.schedule = ScheduleService(self, cfg_dir)
         self.tx_checker = transaction.TransactionChecker(self)
         self.locks: dict[str, dict] = {}
-        self.server = Server(self.handle, on_close=self._channel_closed)
+        self.server = Server(self.handle, on_close=self._channel_closed,
+                             idle_timeout_s=config.serverChannelMaxIdleTimeSeconds)
         self.namesrv_client = RemotingClient()
         self.stats = BrokerStats(cluster=config.brokerClusterName)
         self.boot_ms = int(time.time() * 1000)

@@ -264,3 +264,25 @@ def test_timeouts_are_per_request_on_one_connection():
         await conn.close()
         await server.stop()
     run(scenario())
+
+
+def test_a_connection_idle_past_the_limit_is_closed_and_a_busy_one_is_not():
+    """serverChannelMaxIdleTimeSeconds (Netty's ALL_IDLE handler): nothing read or written for that long."""
+    async def scenario():
+        from mqtool_remoting.transport import Server
+        closed = asyncio.Queue()
+        server = await Server(Service().handle, on_close=closed.put_nowait, idle_timeout_s=0.4).start("127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)     # says nothing
+        busy = await connect(f"127.0.0.1:{server.port}")
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        while loop.time() - start < 1.2:                  # a client that keeps talking stays
+            assert (await busy.request(RemotingCommand.request(ECHO, {"x": "hi"}))).ext_fields == {"echo": "hi"}
+            await asyncio.sleep(0.1)
+        assert await asyncio.wait_for(reader.read(), 2) == b""          # the silent one was closed
+        assert (await closed.get()).peer.endswith(str(writer.get_extra_info("sockname")[1]))
+        assert not busy.closed.is_set()
+        writer.close()
+        await busy.close()
+        await server.stop()
+    run(scenario())
