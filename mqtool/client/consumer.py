@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -13,6 +14,8 @@ from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingCommandError, RemotingConnectError, RemotingError
 from mqtool_store.commitlog import MessageRecord, decode_record
 from mqtool_store.compression import decompress
+
+log = logging.getLogger("mqtool.client")
 
 PULL_SUSPEND_MS = 15000
 REBALANCE_S = 20.0
@@ -263,14 +266,21 @@ class GroupConsumer(Consumer):
         last_rebalance = last_commit = time.monotonic()
         while stop is None or not stop.is_set():
             due = REBALANCE_S if not self.missing_topics else 1.0
-            if self._rebalance.is_set() or time.monotonic() - last_rebalance > due:
-                self._rebalance.clear()
-                await self.heartbeat()
-                await self.rebalance()
-                last_rebalance = time.monotonic()
-            if time.monotonic() - last_commit > COMMIT_S:
-                await self.commit_all()
-                last_commit = time.monotonic()
+            try:
+                if self._rebalance.is_set() or time.monotonic() - last_rebalance > due:
+                    self._rebalance.clear()
+                    await self.heartbeat()
+                    await self.rebalance()
+                    last_rebalance = time.monotonic()
+                if time.monotonic() - last_commit > COMMIT_S:
+                    await self.commit_all()
+                    last_commit = time.monotonic()
+            except (RemotingError, RemotingCommandError) as exc:
+                # A name server or broker briefly away (a timeout, a restart): as the Java client's
+                # services do, keep pulling the queues held and try again in a second.
+                log.warning("consumer group %s: %s; trying again in 1 s", self.group, exc)
+                last_rebalance = time.monotonic() - due + 1.0
+                last_commit = time.monotonic() - COMMIT_S + 1.0
             queues = list(self.state.assigned.items())
             if not queues:
                 await asyncio.sleep(poll_ms / 1000)
