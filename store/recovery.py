@@ -19,6 +19,7 @@ from .checkpoint import Checkpoint, decode_checkpoint
 from .codes import CQ_UNIT_SIZE, INT32_MAX
 from .commitlog import MESSAGE_MAGIC, MESSAGE_MAGIC_V2
 from .consumequeue import list_queues, queue_files, read_units, valid_prefix
+from .delaylevels import expected_tags_code
 from .indexfile import IndexFile
 from .layout import StorePaths
 from .logscan import RecordIterator, last_nonzero
@@ -236,21 +237,49 @@ def recover_store(store, abnormal: bool) -> RecoveryPlan:
     last = store.commitlog.find(plan.valid_end)
     if last is not None:
         last.zero_from(plan.valid_end - last.start)
+    torn_from = None
     for cq in queues:
         cq.recover()
         cq.truncate_from_physic(plan.valid_end)
         if not store.commitlog.files:
             cq.truncate_from_physic(0)
+        elif abnormal:
+            at = _torn_last_unit(store, cq)
+            if at is not None:
+                cq.truncate_from_physic(at)
+                torn_from = at if torn_from is None else min(torn_from, at)
     store.index.load(store.checkpoint.index_msg_timestamp if abnormal else None)
     start = plan.redispatch_from
     if plan.index_rebuild_from is not None:
         start = min(start, plan.index_rebuild_from)
+    if torn_from is not None:
+        start = min(start, torn_from)
     _redispatch(store, max(start, store.commitlog.min_offset))
     for (topic, qid), cq in store.queues.items():
         cq.correct_min_offset(store.commitlog.min_offset)
         store.topic_queue_table[(topic, qid)] = cq.max_offset
     _sanitize_checkpoint(store)
     return plan
+
+
+def _torn_last_unit(store, cq) -> int | None:
+    """A kill during a consume queue write can leave its last unit torn: units are written in
+    order, field by field, over zeros, so only the last one can be, and a unit whose offset and
+    size made it but whose tags code did not looks valid. Check it against its record: the record's
+    commit log offset when it does not match (drop it and dispatch again from there), else None."""
+    if cq.max_offset <= cq.min_offset:
+        return None
+    units = cq.units(cq.max_offset - 1, 1)
+    if not len(units):
+        return None
+    offset, size, tags = int(units["offset"][0]), int(units["size"][0]), int(units["tags_code"][0])
+    if size == INT32_MAX:
+        return None
+    rec = store.read(offset)
+    if rec is None:
+        return offset
+    want = expected_tags_code(rec.topic, rec.properties, rec.store_timestamp, store.levels)
+    return None if (rec.total_size, want) == (size, tags) else offset
 
 
 def _sanitize_checkpoint(store) -> None:
