@@ -5,6 +5,8 @@ early) are yielded as {"kind": "stop", ...} rows so a caller can print them in o
 """
 from __future__ import annotations
 
+import base64
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -49,6 +51,20 @@ class Filters:
         if self.until is not None and rec.store_timestamp > self.until:
             return False
         return True
+
+
+def render_body(body: bytes | None, mode: str, cap: int | None) -> tuple[str | None, bool]:
+    """(rendered body, truncated?) for --body text|hex|base64|none with a byte cap: the one
+    rendering of a message body, for dumps and for the CLI."""
+    if body is None or mode == "none":
+        return None, False
+    truncated = cap is not None and cap >= 0 and len(body) > cap
+    part = body[:cap] if truncated else body
+    if mode == "hex":
+        return part.hex(), truncated
+    if mode == "base64":
+        return base64.b64encode(part).decode(), truncated
+    return part.decode("utf-8", "replace"), truncated
 
 
 def record_row(offset: int, rec: MessageRecord, file: str | None = None) -> dict:

@@ -9,7 +9,6 @@ so the output is the reference's byte for byte (tests/store/test_dumpjson.py hol
 """
 from __future__ import annotations
 
-import base64
 import json
 import struct
 import zlib
@@ -17,7 +16,7 @@ from typing import Callable, Iterator
 
 from .codes import MSG_FIXED_SIZE_V4, MagicCode, SysFlag, named
 from .commitlog import BORN_V6, MESSAGE_MAGIC, STORE_V6, decode_record, host_text
-from .dump import Filters, _stop_row, named_value, record_row, sys_flag_names, transaction_name
+from .dump import Filters, _stop_row, named_value, record_row, render_body, sys_flag_names, transaction_name
 from .errors import FormatError
 from .logscan import decode_end
 from .msgid import create_offset_msg_id
@@ -39,22 +38,6 @@ _CHUNK = 2000          # lines per write
 def encode_str(s: str) -> str:
     """A JSON string literal exactly as json.dumps(ensure_ascii=False) writes it."""
     return json.encoder.encode_basestring(s)
-
-
-def render_body(body: bytes | None, mode: str, cap: int | None) -> tuple[str | None, bool]:
-    """(rendered body, truncated?) for --body text|hex|base64|none with a byte cap.
-
-    The CLI's rendering (mqtool/cli/output.py) restated, since the store does not import the
-    CLI; a test holds the two equal."""
-    if body is None or mode == "none":
-        return None, False
-    truncated = cap is not None and cap >= 0 and len(body) > cap
-    part = body[:cap] if truncated else body
-    if mode == "hex":
-        return part.hex(), truncated
-    if mode == "base64":
-        return base64.b64encode(part).decode(), truncated
-    return part.decode("utf-8", "replace"), truncated
 
 
 def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int | None,

@@ -56,16 +56,9 @@ def parse_time(text: str | None) -> int | None:
 
 
 def render_body(body: bytes | None, mode: str, cap: int | None) -> tuple[str | None, bool]:
-    """(rendered body, truncated?) for --body text|hex|base64|none with a byte cap."""
-    if body is None or mode == "none":
-        return None, False
-    truncated = cap is not None and cap >= 0 and len(body) > cap
-    part = body[:cap] if truncated else body
-    if mode == "hex":
-        return part.hex(), truncated
-    if mode == "base64":
-        return base64.b64encode(part).decode(), truncated
-    return part.decode("utf-8", "replace"), truncated
+    """(rendered body, truncated?) for --body text|hex|base64|none with a byte cap (the store's)."""
+    from mqtool_store.dump import render_body as store_render_body
+    return store_render_body(body, mode, cap)
 
 
 def table(*columns: str, title: str | None = None) -> Table:
