@@ -38,6 +38,15 @@ def to_ext_fields(header) -> dict[str, str]:
 def from_ext_fields(cls, ext: dict[str, str], letters: dict[str, str] | None = None):
     """Build header `cls` from extFields; HeaderError names the missing or unparsable required field.
     `letters` maps a field to the key it travels under (SendMessageRequestHeaderV2's one-letter names)."""
+    reader = _READERS.get((cls, id(letters)))
+    if reader is None:
+        reader = _READERS[(cls, id(letters))] = _compile(cls, letters)
+    header = reader(ext)
+    return header if header is not None else _from_ext_fields(cls, ext, letters)
+
+
+def _from_ext_fields(cls, ext: dict[str, str], letters: dict[str, str] | None):
+    """The general reader, and the reference for what `_compile`'s readers return."""
     kwargs = {}
     for name, key, kind, parse, required in _plan(cls, letters):
         raw = ext.get(key)
@@ -66,6 +75,48 @@ def _plan(cls, letters: dict[str, str] | None) -> list:
                 for name, (kind, required) in _spec(cls).items()]
         _PLANS[(cls, id(letters))] = plan
     return plan
+
+
+_READERS: dict[tuple[type, int], typing.Callable] = {}
+
+
+def _compile(cls, letters: dict[str, str] | None):
+    """A reader of `cls` as straight-line code, for the values every peer sends: each field present
+    as a plain string, integers as ASCII digits short enough to be in range, or an optional field
+    absent. It returns None for anything else (a sign, a number or bool sent as JSON, a field
+    missing or unparsable), which the general reader then reads, raising HeaderError where due."""
+    names = {"cls": cls, "parse_bool": _parse_bool, "parse_float": _parse_float}
+    lines, args = ["def read(ext):", "    get = ext.get"], []
+    for i, (name, key, kind, _parse, required) in enumerate(_plan(cls, letters)):
+        v = f"v{i}"
+        args.append(v)
+        lines.append(f"    {v} = get({key!r})")
+        if required:
+            lines.append(f"    if type({v}) is not str: return None")
+        else:
+            names[f"d{i}"] = next(f.default for f in dataclasses.fields(cls) if f.name == name)
+            lines.append(f"    if {v} is None: {v} = d{i}")
+            lines.append(f"    elif type({v}) is not str: return None")
+            lines.append("    else:")
+        pad = "        " if not required else "    "
+        if kind in ("int", "long"):
+            digits = 10 if kind == "int" else 19
+            lines.append(f"{pad}if len({v}) < {digits} and {v}.isdigit() and {v}.isascii(): {v} = int({v})")
+            lines.append(f"{pad}else: return None")
+        elif kind == "bool":
+            lines.append(f"{pad}{v} = parse_bool({v})")
+        elif kind == "float":
+            lines.append(f"{pad}return None")
+        elif not required:
+            lines.append(f"{pad}pass")
+    if hasattr(cls, "__post_init__") or not hasattr(cls, "__dict__"):
+        lines.append(f"    return cls({', '.join(args)})")
+    else:                              # what a frozen dataclass's __init__ does, minus a setattr per field
+        fields = ", ".join(f"{f.name!r}: {a}" for f, a in zip(dataclasses.fields(cls), args))
+        names["new"] = object.__new__
+        lines += ["    h = new(cls)", f"    h.__dict__.update({{{fields}}})", "    return h"]
+    exec("\n".join(lines), names)     # noqa: S102 - source built above from the class's own fields
+    return names["read"]
 
 
 _KIND_TEXT = {"str": "text", "int": "a 32-bit integer", "long": "a 64-bit integer", "bool": "true/false",

@@ -148,6 +148,7 @@ class Connection:
         if self.closed.is_set():
             raise RemotingClosed(self.peer)
         if self.signer is not None:
+            cmd.header_json = None
             self.signer(cmd)
         frame = _checked_frame(cmd)
         loop = asyncio.get_running_loop()
@@ -187,10 +188,13 @@ class Connection:
         return transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]
 
     async def oneway(self, cmd: RemotingCommand) -> None:
-        cmd.flag |= RPC_ONEWAY
+        if not cmd.flag & RPC_ONEWAY:
+            cmd.flag |= RPC_ONEWAY
+            cmd.header_json = None
         if self.closed.is_set():
             raise RemotingClosed(self.peer)
         if self.signer is not None:
+            cmd.header_json = None
             self.signer(cmd)
         self.send(cmd)
         await self.drain()

@@ -8,7 +8,7 @@ import time
 from mqtool.broker.messages import apply_delay, to_half
 from mqtool_remoting.batch import BatchFormatError, decode_batch, merge_batch_properties
 from mqtool.broker.topics import NOT_ALLOWED_SEND_TOPICS, check_topic_name
-from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.codes import RPC_TYPE, VERSION_V4_9_8, RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingError
 from mqtool_remoting.headers import (ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, from_ext_fields,
@@ -28,6 +28,7 @@ PUT_CODES = {
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
 VERSION_V3_4_9 = 121
+PERM_WRITE = int(Perm.PERM_WRITE)     # an int: `int & IntFlag` goes through enum's Python code
 SLAVE_REMARK = "message store is slave mode, so putMessage is forbidden"
 
 
@@ -96,7 +97,7 @@ async def send_message(ctrl, conn, cmd):
         if topic_cfg is None:
             return _reply(cmd, ctrl, ResponseCode.TOPIC_NOT_EXIST,
                           f"topic[{h.topic}] not exist, apply first please!")
-    if not topic_cfg.perm & Perm.PERM_WRITE:
+    if not topic_cfg.perm & PERM_WRITE:
         return _reply(cmd, ctrl, ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden")
     queue_id = h.queueId
     nums = max(topic_cfg.readQueueNums, topic_cfg.writeQueueNums)
@@ -163,8 +164,11 @@ def _put_response(cmd, ctrl, result, queue_id):
     code = PUT_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
     if not result.ok:
         return _reply(cmd, ctrl, code, result.remark or result.status.value)
-    ext = {"msgId": ",".join(result.msg_ids), "queueId": queue_id, "queueOffset": result.queue_offset}
-    return _reply(cmd, ctrl, code, None, ext)
+    # What _reply builds, without its copies and coercions: the answer to every stored send.
+    ext = {"msgId": ",".join(result.msg_ids), "queueId": str(queue_id), "queueOffset": str(result.queue_offset),
+           "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+    return RemotingCommand(int(code), cmd.opaque, RPC_TYPE, None, ext, b"", "JAVA", VERSION_V4_9_8,
+                           cmd.serialize_type)
 
 
 async def send_back(ctrl, conn, cmd):

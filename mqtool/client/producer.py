@@ -1,7 +1,9 @@
 """Producer: queue selection, retries, unique ids, compression, orderly, batch, delay, oneway."""
 from __future__ import annotations
 
+import functools
 import itertools
+import json
 import os
 import struct
 import time
@@ -9,7 +11,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from mqtool_remoting.batch import encode_batch
-from mqtool.client.base import ClientBase, MessageQueue, TopicRoute
+from mqtool.client.base import ROUTE_TTL_S, ClientBase, MessageQueue, TopicRoute
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RPC_ONEWAY, RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand, next_opaque
@@ -138,7 +140,9 @@ class Producer(ClientBase):
         return TopicRoute(topic, default.brokers, queues, default.fetched)
 
     async def _send(self, topic, body, props_text, sys_flag, flag, queue, sharding_key, oneway, uniq, batch):
-        route = await self.publish_route(topic)
+        route = self.routes.get(topic)
+        if route is None or time.monotonic() - route.fetched >= ROUTE_TTL_S:
+            route = await self.publish_route(topic)
         queues = route.write_queues()
         if not queues:
             raise RemotingCommandError(ResponseCode.NO_PERMISSION,
@@ -157,11 +161,12 @@ class Producer(ClientBase):
             addr = route.master(mq.broker_name)
             cmd = send_request(self.group, topic, mq.queue_id, sys_flag, flag, props_text, body, batch, oneway)
             try:
-                await self._heartbeat(addr)
+                if addr not in self._heartbeat_sent:
+                    await self._heartbeat(addr)
                 if oneway:
                     await self.remoting.invoke_oneway(addr, cmd)
                     return None
-                resp = await self.invoke(addr, cmd)
+                resp = await self.remoting.invoke(addr, cmd, self.timeout_s)
                 if resp.code not in SEND_OK_CODES:
                     raise RemotingCommandError(resp.code, resp.remark, f"send to {mq.broker_name}")
                 return SendResult(SEND_OK_CODES[resp.code], uniq, resp.ext_fields.get("msgId", ""), mq.broker_name,
@@ -181,12 +186,42 @@ class Producer(ClientBase):
 def send_request(group: str, topic: str, queue_id: int, sys_flag: int, flag: int, props_text: str, body: bytes,
                  batch: bool, oneway: bool) -> RemotingCommand:
     """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) with SendMessageRequestHeaderV2's one-letter fields,
-    written straight as the strings they travel as (what send_header_to_v2 gives, field by field)."""
-    ext = {"a": group, "b": topic, "c": DEFAULT_TOPIC, "d": "4", "e": str(queue_id), "f": str(sys_flag),
-           "g": str(int(time.time() * 1000)), "h": str(flag), "i": props_text, "j": "0", "k": "false",
-           "m": "true" if batch else "false"}
+    written straight as the strings they travel as (what send_header_to_v2 gives, field by field),
+    and its JSON header filled into a template made once per group, topic, flags and kind."""
+    queue, born = str(queue_id), str(int(time.time() * 1000))
+    ext = {"a": group, "b": topic, "c": DEFAULT_TOPIC, "d": "4", "e": queue, "f": str(sys_flag), "g": born,
+           "h": str(flag), "i": props_text, "j": "0", "k": "false", "m": "true" if batch else "false"}
     code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-    return RemotingCommand(int(code), next_opaque(), RPC_ONEWAY if oneway else 0, None, ext, body, "PYTHON")
+    cmd = RemotingCommand(int(code), next_opaque(), RPC_ONEWAY if oneway else 0, None, ext, body, "PYTHON")
+    parts = _header_template(group, topic, sys_flag, flag, batch, oneway)
+    if parts is not None:
+        cmd.header_json = (parts[0] + queue + parts[1] + born + parts[2] + _json_str(props_text) + parts[3]
+                           + str(cmd.opaque) + parts[4]).encode("utf-8", "replace")
+    return cmd
+
+
+_json_str = json.encoder.encode_basestring
+_MARKS = ("\x00queue\x00", "\x00born\x00", "\x00props\x00", "\x7fopaque\x7f")   # never in a name
+
+
+@functools.lru_cache(maxsize=256)
+def _header_template(group, topic, sys_flag, flag, batch, oneway) -> tuple[str, ...] | None:
+    """send_request's header as text cut at the queue id, born time, properties and opaque (taken
+    from RemotingCommand.encode_header itself, so the bytes are the same); None if a name makes
+    the cut ambiguous."""
+    ext = {"a": group, "b": topic, "c": DEFAULT_TOPIC, "d": "4", "e": _MARKS[0], "f": str(sys_flag),
+           "g": _MARKS[1], "h": str(flag), "i": _MARKS[2], "j": "0", "k": "false", "m": "true" if batch else "false"}
+    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+    text = RemotingCommand(int(code), 0, RPC_ONEWAY if oneway else 0, None, ext, b"", "PYTHON").encode_header() \
+        .decode("utf-8").replace('"opaque":0,', '"opaque":' + _MARKS[3] + ",", 1)
+    marks = [_json_str(_MARKS[0])[1:-1], _json_str(_MARKS[1])[1:-1], _json_str(_MARKS[2]), _MARKS[3]]
+    parts = [text]
+    for mark in marks:
+        head, sep, tail = parts[-1].partition(mark)
+        if not sep or mark in tail or any(mark in p for p in parts[:-1]):
+            return None
+        parts[-1:] = [head, tail]
+    return tuple(parts)
 
 
 COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0   # END_TRANSACTION commitOrRollback values

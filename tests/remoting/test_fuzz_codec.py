@@ -17,7 +17,8 @@ from mqtool_remoting import headers
 from mqtool_remoting.codes import FRAME_MAX_LENGTH, LanguageCode, SerializeType
 from mqtool_remoting.command import RemotingCommand, decode_frame, decode_frame_body
 from mqtool_remoting.errors import FrameError, HeaderError
-from mqtool_remoting.extfields import _spec, from_ext_fields, to_ext_fields
+from mqtool_remoting.extfields import _from_ext_fields, _spec, from_ext_fields, to_ext_fields
+from mqtool_remoting.headers import _V2_BACK, SendMessageRequestHeader, send_header_from_v2
 from mqtool_remoting.framing import FrameDecoder
 
 I16 = st.integers(-(1 << 15), (1 << 15) - 1)
@@ -223,3 +224,27 @@ def test_header_from_any_ext_fields_raises_only_header_error(cls, data):
     except HeaderError:
         return
     from_ext_fields(cls, to_ext_fields(h))
+
+
+@pytest.mark.parametrize("cls", HEADER_CLASSES, ids=lambda c: c.__name__)
+@given(data=st.data())
+def test_the_compiled_reader_reads_what_the_general_reader_reads(cls, data):
+    names = list(_spec(cls)) + ["unknown"]
+    values = _EXT_VALUES | st.integers(-(1 << 65), 1 << 65) | st.booleans() | st.integers(0, 10**12).map(str)
+    ext = data.draw(st.dictionaries(st.sampled_from(names), values, max_size=len(names)))
+    assert _outcome(lambda: from_ext_fields(cls, ext)) == _outcome(lambda: _from_ext_fields(cls, ext, None))
+
+
+def test_a_v2_send_header_reads_the_same_both_ways():
+    ext = {"a": "G", "b": "T", "c": "TBW102", "d": "4", "e": "3", "f": "0", "g": "1795444190857", "h": "0",
+           "i": "WAIT\x01true", "j": "0", "k": "false", "m": "false"}
+    assert send_header_from_v2(ext) == _from_ext_fields(SendMessageRequestHeader, ext, _V2_BACK)
+    assert send_header_from_v2(ext).queueId == 3 and send_header_from_v2(ext).maxReconsumeTimes is None
+
+
+def _outcome(read):
+    try:
+        h = read()
+    except HeaderError as exc:
+        return "HeaderError", str(exc)
+    return h, type(h), {f: type(v) for f, v in vars(h).items()}

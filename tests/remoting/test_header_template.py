@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from mqtool_remoting import jsonbody
+from mqtool_remoting import command, jsonbody
 from mqtool_remoting.codes import LanguageCode
 from mqtool_remoting.command import RemotingCommand, decode_frame
+from mqtool_remoting.errors import FrameError
 
 
 def reference(cmd: RemotingCommand) -> bytes:
@@ -40,3 +43,56 @@ def test_header_bytes_equal_a_plain_json_dump(cmd):
     assert cmd.encode_header() == reference(cmd)
     back = decode_frame(cmd.encode())
     assert (back.code, back.opaque, back.remark, back.ext_fields) == (cmd.code, cmd.opaque, cmd.remark, cmd.ext_fields)
+
+
+@given(st.dictionaries(st.text(max_size=8), st.text(max_size=12), max_size=14),
+       st.integers(-(1 << 31), (1 << 31) - 1))
+def test_any_ext_fields_are_written_as_a_plain_json_dump(ext, opaque):
+    cmd = RemotingCommand(310, opaque, 0, None, ext)
+    assert cmd.encode_header() == reference(cmd)
+
+
+def test_non_text_ext_values_take_the_general_encoder():
+    cmd = RemotingCommand(310, 1, 0, None, {"a": 1, "b": None, "c": "x"})
+    assert cmd.encode_header() == reference(cmd)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+                    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids, max_size=3),
+                    max_leaves=12)
+HEADER = st.fixed_dictionaries({"code": JSON | st.integers()}, optional={
+    "opaque": JSON | st.integers(), "flag": JSON, "version": JSON, "remark": JSON, "language": JSON,
+    "extFields": st.dictionaries(st.text(max_size=6), st.text(max_size=8) | JSON, max_size=6) | JSON,
+    "serializeTypeCurrentRPC": JSON})
+
+
+def decoded(header: bytes):
+    try:
+        cmd = command._decode_json_header(header)
+    except FrameError as exc:
+        return "error", str(exc)
+    return cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields, cmd.language, cmd.version
+
+
+def json_module_only(header: bytes):
+    fast, command._fast_loads = command._fast_loads, None
+    try:
+        return decoded(header)
+    finally:
+        command._fast_loads = fast
+
+
+@given(HEADER)
+def test_headers_decode_the_same_with_and_without_orjson(obj):
+    for text in (json.dumps(obj), json.dumps(obj, ensure_ascii=False, indent=1)):
+        header = text.encode("utf-8", "surrogatepass")
+        assert decoded(header) == json_module_only(header)
+
+
+@pytest.mark.parametrize("text", ['{"code":0,"opaque":1180591620717411303424}', '{"code":1,"code":2,"flag":1}',
+                                  '{"code":0,"remark":"\\ud800x"}', '{"code":0,"opaque":NaN}',
+                                  '{"code":0,"extFields":{0:"x"}}', '{"code":0,"extFields":{"a":1e400}}',
+                                  ' {"code" : 7, "language":"CPP" } ', '{"code":0,"opaque":18446744073709551615}'])
+def test_what_orjson_reads_differently_decodes_as_before(text):
+    assert command._fast_loads is not None, "orjson is a dependency"
+    assert decoded(text.encode()) == json_module_only(text.encode())
