@@ -128,7 +128,20 @@ class MessageRecord:
     body: bytes
     topic: str
     properties_text: str
-    properties: dict = field(default_factory=dict)
+    # The properties as a dict, parsed from properties_text on first use (most readers of a pulled
+    # or scanned record never look): pass it when you have it, read and set it as `properties`.
+    parsed_properties: dict | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def properties(self) -> dict:
+        props = self.parsed_properties
+        if props is None:
+            props = self.parsed_properties = parse_properties(self.properties_text)
+        return props
+
+    @properties.setter
+    def properties(self, value: dict) -> None:
+        self.parsed_properties = value
 
     # Derived views; cheap, so not stored.
     @property
@@ -260,7 +273,7 @@ def decode_record(buf, pos: int = 0, end: int | None = None, check_crc: bool = F
         raise FormatError(f"body CRC mismatch (stored {crc}, computed {body_crc(body)})", offset=pos)
     return MessageRecord(total_size, magic, crc, queue_id, flag, queue_offset, phys, sys_flag,
                          born_ts, born_ip, born_port, store_ts, store_ip, store_port, reconsume,
-                         prepared, body, topic, props_text, parse_properties(props_text))
+                         prepared, body, topic, props_text)
 
 
 def _I32_AT(buf, pos: int) -> int:
