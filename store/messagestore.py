@@ -275,8 +275,9 @@ class MessageStore:
 
     def put(self, msg: Message) -> PutResult:
         """One message: put_batch's work without its lists (the broker's common case)."""
-        if not self.running or self.cfg.is_slave or self.cfg.sync_flush or self.store_host is not self._id_host:
+        if not self.running or self.cfg.is_slave or self.store_host is not self._id_host:
             return self.put_batch((msg,), batch=False)
+        waits = self.cfg.sync_flush and msg.properties.get(Prop.WAIT, "true") != "false"
         p = self._prepare(msg)
         if type(p) is PutResult:
             return p
@@ -307,11 +308,13 @@ class MessageStore:
             pending.append((msg.topic, msg.queue_id, props, phys, size, queue_offset, store_ts, tx))
             if len(pending) >= DISPATCH_BATCH:
                 self._dispatch_pending()
-            elif len(pending) == 1 and self.wake_dispatcher:
+            elif len(pending) == 1 and not waits and self.wake_dispatcher:   # a waiting put's: by the flusher
                 self._dispatch_wake.set()
         result = PutResult(PutStatus.PUT_OK, phys, size, queue_offset, [f"{self._id_prefix}{phys:016X}"], store_ts)
         for listener in self.append_listeners:
             listener(phys + size)
+        if waits and not self.flusher.wait(phys + size, self.cfg.syncFlushTimeout / 1000):
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
         return result
 
     def put_batch(self, msgs, batch: bool = True) -> PutResult:
