@@ -24,6 +24,8 @@ READ_CHUNK = 256 * 1024
 LISTEN_BACKLOG = 1024   # NettyServerConfig.serverSocketBacklog; asyncio's 100 drops a burst of connects for 1 s
 SERVER_IDLE_S = 120.0   # NettyServerConfig.serverChannelMaxIdleTimeSeconds' default
 SWEEP_S = 0.05          # how often a connection with requests in flight looks for timed-out ones
+FLUSH_FRAMES = 32        # a loop turn answering more frames than this writes them as it goes: the peer
+                         # starts on the first answers while the rest are made (pipelining)
 CLOSE_GRACE_S = 2.0     # after bad bytes: how long requests decoded before them may take to answer
 
 
@@ -129,9 +131,12 @@ class Connection:
         under pipelined load most of a server's answers leave together."""
         if self.closed.is_set():
             return
-        self._out.append(frame)
-        if len(self._out) == 1:
+        out = self._out
+        out.append(frame)
+        if len(out) == 1:
             asyncio.get_running_loop().call_soon(self._flush)
+        elif len(out) >= FLUSH_FRAMES:
+            self._flush()
 
     def _flush(self) -> None:
         out, self._out = self._out, []

@@ -8,8 +8,8 @@ import time
 from mqtool.broker.messages import apply_delay, to_half
 from mqtool_remoting.batch import BatchFormatError, decode_batch, merge_batch_properties
 from mqtool.broker.topics import NOT_ALLOWED_SEND_TOPICS, check_topic_name
-from mqtool_remoting.codes import RPC_TYPE, VERSION_V4_9_8, RequestCode, ResponseCode
-from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.codes import RPC_TYPE, VERSION_V4_9_8, RequestCode, ResponseCode, SerializeType
+from mqtool_remoting.command import HeaderTemplate, RemotingCommand
 from mqtool_remoting.errors import RemotingError
 from mqtool_remoting.headers import (ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, from_ext_fields,
                                      send_header_from_v2, to_ext_fields)
@@ -164,11 +164,22 @@ def _put_response(cmd, ctrl, result, queue_id):
     code = PUT_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
     if not result.ok:
         return _reply(cmd, ctrl, code, result.remark or result.status.value)
-    # What _reply builds, without its copies and coercions: the answer to every stored send.
-    ext = {"msgId": ",".join(result.msg_ids), "queueId": str(queue_id), "queueOffset": str(result.queue_offset),
-           "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
-    return RemotingCommand(int(code), cmd.opaque, RPC_TYPE, None, ext, b"", "JAVA", VERSION_V4_9_8,
+    # What _reply builds, without its copies and coercions: the answer to every stored send,
+    # its JSON header filled into a template (SEND_OK is by far the most frequent answer).
+    msg_id, queue, offset = ",".join(result.msg_ids), str(queue_id), str(result.queue_offset)
+    ext = {"msgId": msg_id, "queueId": queue, "queueOffset": offset, "MSG_REGION": "DefaultRegion",
+           "TRACE_ON": "true"}
+    resp = RemotingCommand(int(code), cmd.opaque, RPC_TYPE, None, ext, b"", "JAVA", VERSION_V4_9_8,
                            cmd.serialize_type)
+    if code == ResponseCode.SUCCESS and cmd.serialize_type == SerializeType.JSON:
+        resp.header_json = _SEND_OK.fill(cmd.opaque, msg_id, queue, offset)
+    return resp
+
+
+_SEND_OK = HeaderTemplate.make(RemotingCommand(
+    ResponseCode.SUCCESS, 0, RPC_TYPE, None, {"msgId": "\0m\0", "queueId": "\0q\0", "queueOffset": "\0o\0",
+                                              "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}),
+    {"msgId": "\0m\0", "queueId": "\0q\0", "queueOffset": "\0o\0"})
 
 
 async def send_back(ctrl, conn, cmd):

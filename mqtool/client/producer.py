@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import os
 import struct
 import time
@@ -14,7 +13,7 @@ from mqtool_remoting.batch import encode_batch
 from mqtool.client.base import ROUTE_TTL_S, ClientBase, MessageQueue, TopicRoute
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RPC_ONEWAY, RequestCode, ResponseCode
-from mqtool_remoting.command import RemotingCommand, next_opaque
+from mqtool_remoting.command import HeaderTemplate, RemotingCommand, next_opaque
 from mqtool_remoting.errors import RemotingCommandError, RemotingError
 from mqtool_store.properties import format_properties
 
@@ -193,35 +192,23 @@ def send_request(group: str, topic: str, queue_id: int, sys_flag: int, flag: int
            "h": str(flag), "i": props_text, "j": "0", "k": "false", "m": "true" if batch else "false"}
     code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
     cmd = RemotingCommand(int(code), next_opaque(), RPC_ONEWAY if oneway else 0, None, ext, body, "PYTHON")
-    parts = _header_template(group, topic, sys_flag, flag, batch, oneway)
-    if parts is not None:
-        cmd.header_json = (parts[0] + queue + parts[1] + born + parts[2] + _json_str(props_text) + parts[3]
-                           + str(cmd.opaque) + parts[4]).encode("utf-8", "replace")
+    template = _header_template(group, topic, sys_flag, flag, batch, oneway)
+    if template is not None:
+        cmd.header_json = template.fill(cmd.opaque, queue, born, props_text)
     return cmd
 
 
-_json_str = json.encoder.encode_basestring
-_MARKS = ("\x00queue\x00", "\x00born\x00", "\x00props\x00", "\x7fopaque\x7f")   # never in a name
+_MARKS = {"e": "\x00queue\x00", "g": "\x00born\x00", "i": "\x00props\x00"}   # never in a name
 
 
 @functools.lru_cache(maxsize=256)
-def _header_template(group, topic, sys_flag, flag, batch, oneway) -> tuple[str, ...] | None:
-    """send_request's header as text cut at the queue id, born time, properties and opaque (taken
-    from RemotingCommand.encode_header itself, so the bytes are the same); None if a name makes
-    the cut ambiguous."""
-    ext = {"a": group, "b": topic, "c": DEFAULT_TOPIC, "d": "4", "e": _MARKS[0], "f": str(sys_flag),
-           "g": _MARKS[1], "h": str(flag), "i": _MARKS[2], "j": "0", "k": "false", "m": "true" if batch else "false"}
+def _header_template(group, topic, sys_flag, flag, batch, oneway) -> HeaderTemplate | None:
+    """send_request's header with the queue id, born time, properties and opaque left open."""
+    ext = {"a": group, "b": topic, "c": DEFAULT_TOPIC, "d": "4", "e": _MARKS["e"], "f": str(sys_flag),
+           "g": _MARKS["g"], "h": str(flag), "i": _MARKS["i"], "j": "0", "k": "false", "m": "true" if batch else "false"}
     code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-    text = RemotingCommand(int(code), 0, RPC_ONEWAY if oneway else 0, None, ext, b"", "PYTHON").encode_header() \
-        .decode("utf-8").replace('"opaque":0,', '"opaque":' + _MARKS[3] + ",", 1)
-    marks = [_json_str(_MARKS[0])[1:-1], _json_str(_MARKS[1])[1:-1], _json_str(_MARKS[2]), _MARKS[3]]
-    parts = [text]
-    for mark in marks:
-        head, sep, tail = parts[-1].partition(mark)
-        if not sep or mark in tail or any(mark in p for p in parts[:-1]):
-            return None
-        parts[-1:] = [head, tail]
-    return tuple(parts)
+    return HeaderTemplate.make(RemotingCommand(int(code), 0, RPC_ONEWAY if oneway else 0, None, ext, b"", "PYTHON"),
+                               _MARKS)
 
 
 COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0   # END_TRANSACTION commitOrRollback values

@@ -96,3 +96,29 @@ def test_headers_decode_the_same_with_and_without_orjson(obj):
 def test_what_orjson_reads_differently_decodes_as_before(text):
     assert command._fast_loads is not None, "orjson is a dependency"
     assert decoded(text.encode()) == json_module_only(text.encode())
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=6), st.text(max_size=10), min_size=1, max_size=10), st.data())
+def test_a_header_template_filled_is_the_header_encode_writes(ext, data):
+    keys = data.draw(st.lists(st.sampled_from(sorted(ext)), unique=True, min_size=1))
+    marks = {k: f"\x00mark{i}\x00" for i, k in enumerate(keys)}
+    template = command.HeaderTemplate.make(RemotingCommand(17, 0, 1, None, {**ext, **marks}), marks)
+    values = [data.draw(st.text(max_size=12)) for _ in keys]
+    opaque = data.draw(st.integers(0, (1 << 31) - 1))
+    if template is None:                      # only when a fixed value holds a mark's text
+        assert any("\x00mark" in v for v in ext.values())
+        return
+    expected = RemotingCommand(17, opaque, 1, None, {**ext, **dict(zip(keys, values))}).encode_header()
+    assert template.fill(opaque, *values) == expected
+
+
+def test_the_send_answer_is_the_header_encode_writes():
+    import dataclasses
+
+    from mqtool.broker.send import _put_response
+    from mqtool_store.messagestore import PutResult, PutStatus
+    for queue_id, offset, ids in ((0, 0, ["7F00000100002A9F0000000000000000"]), (3, 1 << 40, ["A", "B\"", "ü"])):
+        resp = _put_response(RemotingCommand(310, 99, 0, None, {}), None,
+                             PutResult(PutStatus.PUT_OK, 0, 1, offset, ids, 1), queue_id)
+        assert resp.header_json is not None
+        assert resp.encode() == dataclasses.replace(resp, header_json=None).encode()

@@ -12,7 +12,7 @@ from mqtool_remoting.codes import FRAME_MAX_LENGTH, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import FrameError, RemotingClosed, RemotingConnectError, RemotingError, RemotingTimeout
 from mqtool_remoting.framing import FrameDecoder
-from mqtool_remoting.transport import LISTEN_BACKLOG, RemotingClient, connect, parse_addr, serve
+from mqtool_remoting.transport import FLUSH_FRAMES, LISTEN_BACKLOG, RemotingClient, connect, parse_addr, serve
 
 BOOM, SLOW, ASK_CLIENT, RECORD, ECHO = 1, 2, 3, 4, 10
 
@@ -286,3 +286,49 @@ def test_a_connection_idle_past_the_limit_is_closed_and_a_busy_one_is_not():
         await busy.close()
         await server.stop()
     run(scenario())
+
+
+def test_a_long_turn_of_answers_is_written_as_it_goes():
+    """Frames made in one loop turn leave in one write, but past FLUSH_FRAMES they are written as
+    they come, so the peer can start on the first ones (pipelining): here the server's side has
+    the first 2 * FLUSH_FRAMES frames before this turn ends, and the rest right after."""
+    async def scenario():
+        got = asyncio.Queue()
+
+        async def on_connect(reader, writer):
+            await got.put((reader, writer))
+        listener = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        conn = await connect(f"127.0.0.1:{port}")
+        reader, writer = await got.get()
+        count = 2 * FLUSH_FRAMES + 5
+        frames = [RemotingCommand.request(ECHO, {"x": i}) for i in range(count)]
+        for cmd in frames:                 # one turn: no await between them
+            conn.send(cmd)
+        sock = writer.get_extra_info("socket")
+        early = _drain_socket(sock.dup())            # no await: still the same turn
+        decoded = FrameDecoder().feed(early)
+        assert len(decoded) == 2 * FLUSH_FRAMES     # written before the turn ended
+        rest = await raw_frames(reader, 5)           # the last five: at the end of the turn
+        assert [c.ext_fields["x"] for c in decoded + rest] == [str(i) for i in range(count)]
+        await conn.close()
+        writer.close()
+        listener.close()
+    run(scenario())
+
+
+def _drain_socket(sock) -> bytes:
+    """What is readable on `sock` right now, without waiting for more."""
+    sock.setblocking(False)
+    out = b""
+    try:
+        while True:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            out += chunk
+    except BlockingIOError:
+        pass
+    finally:
+        sock.close()
+    return out
