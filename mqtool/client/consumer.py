@@ -14,6 +14,7 @@ from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingCommandError, RemotingConnectError, RemotingError
 from mqtool_store.commitlog import MessageRecord, decode_record
 from mqtool_store.compression import decompress
+from mqtool_store.errors import StoreError
 
 log = logging.getLogger("mqtool.client")
 
@@ -32,11 +33,18 @@ class PullResult:
 
 
 def decode_records(body: bytes) -> list[MessageRecord]:
+    """A pull answer's records, bodies inflated. A body flagged compressed that does not inflate
+    (not that codec, or its library missing) is handed over as stored, with a warning: Java's
+    MessageDecoder drops it and every record after it in the batch, which loses them for good."""
     out, p = [], 0
     while p < len(body):
         rec = decode_record(body, p)
         if rec.sys_flag & 0x1:
-            rec.body = decompress(rec.body, rec.sys_flag)
+            try:
+                rec.body = decompress(rec.body, rec.sys_flag)
+            except StoreError as exc:
+                log.warning("message at commit log offset %d of %s: %s; its body is given as stored",
+                            rec.physical_offset, rec.topic, exc)
         out.append(rec)
         p += rec.total_size
     return out

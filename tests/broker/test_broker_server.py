@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import zlib
 
 import pytest
 
@@ -169,5 +171,29 @@ def test_second_broker_shares_routes(tmp_path):
         assert [d["brokerName"] for d in jsonbody.loads(route.body)["brokerDatas"]] == ["broker-a"]
         await c.close()
         await a.stop()
+        await ns.stop()
+    run(scenario())
+
+
+def test_a_body_flagged_compressed_that_does_not_inflate_reaches_the_consumer_as_stored(tmp_path, caplog):
+    from mqtool.client.consumer import Consumer
+    from mqtool.client.base import MessageQueue
+
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        c = RemotingClient()
+        addr = broker.config.broker_addr
+        zlib_flag = 0x1 | (3 << 8)
+        for body, flag in ((b"not zlib at all", zlib_flag), (zlib.compress(b"inflated"), zlib_flag), (b"plain", 0)):
+            assert (await c.invoke(addr, send_cmd("Odd", body, sys_flag=flag))).code == 0
+        consumer = Consumer(f"127.0.0.1:{ns.port}", "CG")
+        with caplog.at_level(logging.WARNING, "mqtool.client"):
+            res = await consumer.pull(MessageQueue("Odd", broker.config.brokerName, 0), 0, 32)
+        assert [m.body for m in res.messages] == [b"not zlib at all", b"inflated", b"plain"]
+        assert res.next_offset == 3
+        assert any("given as stored" in r.getMessage() for r in caplog.records)
+        await consumer.close()
+        await c.close()
+        await broker.stop()
         await ns.stop()
     run(scenario())
