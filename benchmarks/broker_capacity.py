@@ -17,11 +17,8 @@ import asyncio
 import json
 import os
 import platform
-import signal
 import struct
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,10 +28,9 @@ sys.path.insert(0, str(REPO))
 from mqtool_remoting.codes import RequestCode  # noqa: E402
 from mqtool_remoting.command import RemotingCommand  # noqa: E402
 
-from broker_produce import free_port_pair  # noqa: E402 - this folder's scripts share it
+from brokerproc import broker_process, cpu_seconds as cpu_s, free_port_pair  # noqa: E402,F401 - shared
 
 TOPIC = "CapacityBench"
-CLK = os.sysconf("SC_CLK_TCK")
 _LEN = struct.Struct(">i")
 
 
@@ -149,11 +145,6 @@ async def canned_server(port: int) -> asyncio.AbstractServer:
     return await asyncio.start_server(handle, "127.0.0.1", port)
 
 
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK
-
-
 def run(args) -> dict:
     result = {"machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
               "mode": {"flushDiskType": "ASYNC_FLUSH", "connections": args.connections, "window": args.window,
@@ -168,35 +159,15 @@ def run(args) -> dict:
             server.close()
     result["baseline"] = {"canned_loopback_server": asyncio.run(baseline())}
 
-    tmp = Path(tempfile.mkdtemp(prefix="mqtool-bench-capacity-"))
-    port, ns_port = free_port_pair(), free_port_pair()
-    broker = subprocess.Popen([sys.executable, "-m", "mqtool", "broker", "start", "--listen", f"127.0.0.1:{port}",
-                               "--store-dir", str(tmp / "store"), "--embedded-namesrv", f"127.0.0.1:{ns_port}"],
-                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = broker.stderr.readline()
-            if "boot success" in line or not line and broker.poll() is not None:
-                break
-        subprocess.run([sys.executable, "-m", "mqtool", "topic", "create", "-t", TOPIC, "-n", f"127.0.0.1:{ns_port}",
-                        "-r", "4", "-w", "4"], cwd=REPO, check=True, capture_output=True, timeout=60)
+    with broker_process(prefix="mqtool-bench-capacity-") as broker:
+        broker.create_topic(TOPIC)
         cpu0 = cpu_s(broker.pid)
-        res = asyncio.run(load(port, args.connections, args.window, args.size, args.warmup, args.seconds))
+        res = asyncio.run(load(broker.port, args.connections, args.window, args.size, args.warmup, args.seconds))
         cpu = cpu_s(broker.pid) - cpu0
         total = res["answered"] or 1
         res["broker_cpu_ms_per_msg"] = round(cpu * 1000 / total * args.seconds / (args.seconds + args.warmup), 4)
         res["ratio_to_baseline"] = round(res["msg_per_s"] / max(result["baseline"]["canned_loopback_server"]["msg_per_s"], 1), 3)
         result["mqtool_broker"] = res
-    finally:
-        if broker.poll() is None:
-            os.kill(broker.pid, signal.SIGTERM)
-            try:
-                broker.wait(30)
-            except subprocess.TimeoutExpired:
-                os.kill(broker.pid, signal.SIGKILL)
-        import shutil
-        shutil.rmtree(tmp, ignore_errors=True)
     return result
 
 

@@ -15,17 +15,15 @@ import argparse
 import json
 import os
 import platform
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-CLK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from brokerproc import REPO, broker_process, cpu_seconds, free_port, free_port_pair  # noqa: E402,F401 - shared
 
 PRODUCER = r"""
 import sys, time, json, threading
@@ -64,31 +62,6 @@ dt = time.perf_counter() - t0
 c.shutdown()
 print(json.dumps({"messages": n, "seconds": dt}))
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_port_pair() -> int:
-    """A port whose successor is free too: the broker's HA port is listenPort + 1."""
-    for _ in range(50):
-        port = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no two consecutive free ports")
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK
 
 
 def loopback_rtt_rate(seconds: float) -> float:
@@ -201,19 +174,10 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001
         print(json.dumps({"skipped": f"C++ client not loadable: {exc}"}))
         return 0
-    tmp = Path(tempfile.mkdtemp(prefix="mqtool-bench-broker-"))
-    port, ns_port = free_port_pair(), free_port()
-    ns = f"127.0.0.1:{ns_port}"
-    broker = subprocess.Popen([sys.executable, "-m", "mqtool", "broker", "start", "--listen", f"127.0.0.1:{port}",
-                               "--store-dir", str(tmp / "store"), "--embedded-namesrv", ns], cwd=REPO,
-                              stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    try:
-        for line in broker.stderr:
-            if "boot success" in line:
-                break
-        threading.Thread(target=lambda: [None for _ in broker.stderr], daemon=True).start()
-        subprocess.run([sys.executable, "-m", "mqtool", "topic", "create", "-n", ns, "-t", "BenchTopic", "-r", "4",
-                        "-w", "4"], cwd=REPO, check=True, capture_output=True, timeout=60)
+    with broker_process(prefix="mqtool-bench-broker-") as broker:
+        threading.Thread(target=lambda: [None for _ in broker.proc.stderr], daemon=True).start()
+        ns = broker.namesrv
+        broker.create_topic("BenchTopic")
         rtt = loopback_rtt_rate(seconds)
         one = run_producers(ns, "BenchTopic", 1, 1, seconds, broker.pid)
         four = run_producers(ns, "BenchTopic", 4, 1, seconds, broker.pid)
@@ -241,11 +205,6 @@ def main() -> int:
             result[k]["vs_loopback_rtt"] = round(result[k]["tps"] / rtt, 3) if rtt else None
         print(json.dumps(result) if args.json else json.dumps(result, indent=2))
         return 0
-    finally:
-        broker.send_signal(signal.SIGTERM)
-        broker.wait(30)
-        import shutil
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ from mqtool_remoting.command import RemotingCommand  # noqa: E402
 from mqtool_remoting.transport import RemotingClient  # noqa: E402
 from mqtool_store.messagestore import Message, MessageStore  # noqa: E402
 from mqtool_store.storeconfig import MessageStoreConfig  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from brokerproc import free_port_pair  # noqa: E402 - this folder's scripts share it
 
 GET_BROKER_HA_STATUS = 907
 BATCH = 32 * 1024                      # haTransferBatchSize, and the loopback baseline's chunk
@@ -105,22 +107,6 @@ finally:
 
 
 # ---------------------------------------------------------------------- processes
-
-def free_port_pair() -> int:
-    """A port whose successor is free too: a master's HA port is listenPort + 1."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port < 65535:
-            with socket.socket() as s2:
-                try:
-                    s2.bind(("127.0.0.1", port + 1))
-                    return port
-                except OSError:
-                    continue
-    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
-
 
 def spawn(cmd: list[str], **kw) -> subprocess.Popen:
     proc = subprocess.Popen(cmd, cwd=REPO, **kw)

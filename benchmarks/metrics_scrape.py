@@ -22,12 +22,8 @@ import asyncio
 import json
 import os
 import platform
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -38,8 +34,8 @@ from mqtool_remoting.codes import RequestCode  # noqa: E402
 from mqtool_remoting.command import RemotingCommand  # noqa: E402
 from mqtool_remoting.transport import RemotingClient  # noqa: E402
 
-from broker_capacity import TOPIC, cpu_s, load  # noqa: E402 - this folder's scripts share it
-from broker_produce import free_port_pair  # noqa: E402
+from broker_capacity import TOPIC, load  # noqa: E402 - this folder's scripts share it
+from brokerproc import broker_process, cpu_seconds as cpu_s, free_port_pair  # noqa: E402
 
 BUDGET_MS = 100.0
 
@@ -124,18 +120,9 @@ def run(args) -> dict:
                        "groups": args.groups, "topics_per_group": "1 + its retry topic", "scrape_every_s": args.every,
                        "load": {"connections": args.connections, "window": args.window, "body_bytes": 128,
                                 "seconds": args.seconds}}}
-    tmp = Path(tempfile.mkdtemp(prefix="mqtool-bench-metrics-"))
-    port, ns_port, metrics_port = free_port_pair(), free_port_pair(), free_port_pair()
-    broker = subprocess.Popen([sys.executable, "-m", "mqtool", "broker", "start", "--listen", f"127.0.0.1:{port}",
-                               "--store-dir", str(tmp / "store"), "--embedded-namesrv", f"127.0.0.1:{ns_port}",
-                               "--metrics-port", str(metrics_port)],
-                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = broker.stderr.readline()
-            if "boot success" in line or not line and broker.poll() is not None:
-                break
+    metrics_port = free_port_pair()
+    with broker_process("--metrics-port", str(metrics_port), prefix="mqtool-bench-metrics-") as broker:
+        port = broker.port
         t0 = time.perf_counter()
         asyncio.run(populate(f"127.0.0.1:{port}", args.topics, args.groups))
         result["populate_s"] = round(time.perf_counter() - t0, 2)
@@ -151,14 +138,6 @@ def run(args) -> dict:
         result["baseline"] = {"sends_without_scraping": [quiet1, quiet2], "msg_per_s_mean": round(base)}
         result["sends_with_scraping"] = scraped
         result["send_ratio_scraped_to_unscraped"] = round(scraped["msg_per_s"] / max(base, 1), 3)
-    finally:
-        if broker.poll() is None:
-            os.kill(broker.pid, signal.SIGTERM)
-            try:
-                broker.wait(30)
-            except subprocess.TimeoutExpired:
-                os.kill(broker.pid, signal.SIGKILL)
-        shutil.rmtree(tmp, ignore_errors=True)
     return result
 
 

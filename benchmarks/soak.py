@@ -19,10 +19,7 @@ import asyncio
 import json
 import os
 import platform
-import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -31,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from broker_produce import free_port, free_port_pair  # noqa: E402 - this folder's scripts share them
+from brokerproc import broker_process  # noqa: E402 - this folder's scripts share it
 
 TOPIC = "SoakTopic"
 QUEUES = 8
@@ -165,19 +162,9 @@ def main() -> int:
     ap.add_argument("--broker-log", help="also write the broker's log lines to this file")
     args = ap.parse_args()
     seconds, sample_s = (5.0, 1.0) if args.quick else (args.minutes * 60, 10.0)
-    tmp = Path(tempfile.mkdtemp(prefix="mqtool-soak-"))
-    port, ns_port = free_port_pair(), free_port()
-    ns = f"127.0.0.1:{ns_port}"
-    broker = subprocess.Popen([sys.executable, "-m", "mqtool", "broker", "start", "--listen", f"127.0.0.1:{port}",
-                               "--store-dir", str(tmp / "store"), "--embedded-namesrv", ns], cwd=REPO,
-                              stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     warnings_logged: list[str] = []
-    try:
-        for line in broker.stderr:
-            if "boot success" in line:
-                break
-        else:
-            raise SystemExit(f"broker did not start (exit {broker.wait()})")
+    with broker_process(prefix="mqtool-soak-") as proc:
+        broker, ns = proc.proc, proc.namesrv
 
         def watch():
             log = open(args.broker_log, "a") if args.broker_log else None
@@ -188,8 +175,7 @@ def main() -> int:
                 if " ERROR " in line or " WARNING " in line or "Traceback" in line:
                     warnings_logged.append(line.strip()[:200])
         threading.Thread(target=watch, daemon=True).start()
-        subprocess.run([sys.executable, "-m", "mqtool", "topic", "create", "-n", ns, "-t", TOPIC, "-r", str(QUEUES),
-                        "-w", str(QUEUES)], cwd=REPO, check=True, capture_output=True, timeout=60)
+        proc.create_topic(TOPIC, QUEUES)
         started = time.time()
         load = asyncio.run(run_load(ns, broker.pid, seconds, sample_s, args.rate))
         groups = load["groups"]
@@ -210,16 +196,6 @@ def main() -> int:
                         and all(g["missing"] == 0 and g["duplicates"] == 0 for g in groups.values()))
         print(json.dumps(result) if args.json else json.dumps(result, indent=2))
         return 0 if result["ok"] else 1
-    finally:
-        if broker.poll() is None:
-            broker.send_signal(signal.SIGTERM)
-            try:
-                broker.wait(30)
-            except subprocess.TimeoutExpired:
-                broker.kill()
-                broker.wait(5)
-        import shutil
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ import json
 import logging
 import zlib
 
-import pytest
 
 from mqtool.broker.config import BrokerConfig
 from mqtool.broker.controller import BrokerController
@@ -16,7 +15,7 @@ from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.headers import SendMessageRequestHeader, send_header_to_v2, to_ext_fields
-from mqtool_remoting.transport import RemotingClient, connect
+from mqtool_remoting.transport import RemotingClient
 from mqtool_store.commitlog import decode_record
 
 

@@ -3,7 +3,7 @@ import shutil
 
 from mqtool.broker.offsets import ConsumerOffsetManager
 from mqtool.broker.subscriptions import SubscriptionGroupManager
-from mqtool.broker.topics import TopicConfig, TopicConfigManager, check_topic_name
+from mqtool.broker.topics import TopicConfigManager, check_topic_name
 from mqtool_store.configfiles import loads
 
 

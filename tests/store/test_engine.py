@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 
 from mqtool_store.consumequeue import read_units
 from mqtool_store.logscan import RecordIterator

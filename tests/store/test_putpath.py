@@ -5,7 +5,6 @@ import random
 import shutil
 import threading
 
-import numpy as np
 import pytest
 
 from mqtool_store.commitlog import (MessageRecordSchema, decode_record, encode_record, new_record,

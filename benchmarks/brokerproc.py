@@ -1,0 +1,94 @@
+"""What this folder's benchmarks share: free 127.0.0.1 ports, a process's CPU time, and one
+`mqtool broker` process (embedded name server, a temporary store) started and stopped by its PID."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_port_pair() -> int:
+    """A port whose successor is free too: the broker's HA port is listenPort + 1."""
+    for _ in range(50):
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no two consecutive free ports")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+@dataclass
+class BrokerProcess:
+    proc: subprocess.Popen
+    port: int
+    namesrv: str          # the embedded name server, HOST:PORT
+    tmp: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def create_topic(self, topic: str, queues: int = 4) -> None:
+        subprocess.run([sys.executable, "-m", "mqtool", "topic", "create", "-n", self.namesrv, "-t", topic,
+                        "-r", str(queues), "-w", str(queues)], cwd=REPO, check=True, capture_output=True, timeout=60)
+
+
+@contextmanager
+def broker_process(*extra: str, prefix: str = "mqtool-bench-", boot_timeout: float = 60.0):
+    """`python -m mqtool broker start` on free ports with `extra` options; yields once it logged
+    "boot success" (its stderr then stays readable as `proc.stderr`). Afterwards: SIGTERM to its
+    PID, SIGKILL if it has not ended in 30 s, and its store removed."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    port, ns_port = free_port_pair(), free_port_pair()
+    proc = subprocess.Popen([sys.executable, "-m", "mqtool", "broker", "start", "--listen", f"127.0.0.1:{port}",
+                             "--store-dir", str(tmp / "store"), "--embedded-namesrv", f"127.0.0.1:{ns_port}", *extra],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + boot_timeout
+        while True:
+            line = proc.stderr.readline()
+            if "boot success" in line:
+                break
+            if (not line and proc.poll() is not None) or time.monotonic() > deadline:
+                raise SystemExit(f"the broker did not start (exit {proc.poll()})")
+        yield BrokerProcess(proc, port, f"127.0.0.1:{ns_port}", tmp)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+        shutil.rmtree(tmp, ignore_errors=True)
