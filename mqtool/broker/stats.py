@@ -68,11 +68,14 @@ class KeyCounter:
     buckets: deque = field(default_factory=lambda: deque(maxlen=1441))
 
     def add(self, n: int, minute: int, calls: int = 1) -> None:
-        if self.buckets and self.buckets[-1][0] == minute:
-            m, s, c = self.buckets[-1]
-            self.buckets[-1] = (m, s + n, c + calls)
-        else:
-            self.buckets.append((minute, n, calls))
+        buckets = self.buckets
+        if buckets:
+            last = buckets[-1]            # [minute, sum, calls]: changed in place (once per put)
+            if last[0] == minute:
+                last[1] += n
+                last[2] += calls
+                return
+        buckets.append([minute, n, calls])
 
     def window(self, now_minute: int, minutes: int) -> tuple[int, int]:
         s = c = 0
@@ -90,6 +93,7 @@ class BrokerStats:
         self.totals = Totals()
         self.samples: deque = deque(maxlen=SAMPLES)        # (time, put_msgs, found, miss, get_msgs)
         self.keys: dict[tuple[str, str], KeyCounter] = defaultdict(KeyCounter)
+        self._put_counters: dict[str, tuple[KeyCounter, ...]] = {}   # topic -> its three put keys' counters
         # Totals since start for the metrics endpoint's counters: topic -> [msgs, bytes], (topic, group) -> same.
         self.topic_totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         self.group_totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
@@ -116,9 +120,14 @@ class BrokerStats:
         per_topic[0] += msgs
         per_topic[1] += nbytes
         minute = self._minute()
-        self.keys[(TOPIC_PUT_NUMS, topic)].add(msgs, minute)
-        self.keys[(TOPIC_PUT_SIZE, topic)].add(nbytes, minute)
-        self.keys[(BROKER_PUT_NUMS, self.cluster)].add(msgs, minute, 0)    # incBrokerPutNums adds no call
+        counters = self._put_counters.get(topic)
+        if counters is None:
+            counters = self._put_counters[topic] = (self.keys[(TOPIC_PUT_NUMS, topic)],
+                                                    self.keys[(TOPIC_PUT_SIZE, topic)],
+                                                    self.keys[(BROKER_PUT_NUMS, self.cluster)])
+        counters[0].add(msgs, minute)
+        counters[1].add(nbytes, minute)
+        counters[2].add(msgs, minute, 0)    # incBrokerPutNums adds no call
         if elapsed_ms is not None:
             self.put_time(elapsed_ms)
 
