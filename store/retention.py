@@ -1,10 +1,12 @@
 """Retention (CleanCommitLogService / CleanConsumeQueueService / IndexService.deleteExpiredFile).
 
 Commitlog files older than fileReservedTime hours are deleted at the deleteWhen hours (e.g.
-"04" or "04;16"), or at any time when the disk holding the commitlog is fuller than
-diskMaxUsedSpaceRatio percent (then the oldest files go first, expired or not). The newest file
-is never deleted. Consume queue and index files that only point below the new commitlog minimum
-follow, and each queue's minimum offset is corrected.
+"04" or "04;16"), or at any hour when the disk holding the commitlog is fuller than
+diskMaxUsedSpaceRatio percent; past diskSpaceCleanForciblyRatio (85%, a system property in Java)
+with cleanFileForciblyEnable, the oldest files go too, expired or not, until the disk is below
+diskMaxUsedSpaceRatio again. The newest file is never deleted. Consume queue and index files
+that only point below the new commitlog minimum follow, and each queue's minimum offset is
+corrected.
 """
 from __future__ import annotations
 
@@ -23,26 +25,53 @@ class RetentionReport:
     reason: str = ""
 
 
+DISK_SPACE_CLEAN_FORCIBLY_RATIO = 0.85   # rocketmq.broker.diskSpaceCleanForciblyRatio's default
+
+
 def is_delete_hour(delete_when: str, now_s: float) -> bool:
     hour = time.localtime(now_s).tm_hour
     return any(h.strip().isdigit() and int(h) == hour for h in delete_when.split(";"))
 
 
 def disk_used_ratio(path) -> float:
-    st = os.statvfs(path)
-    total = st.f_blocks * st.f_frsize
-    return 0.0 if total == 0 else 100.0 * (total - st.f_bavail * st.f_frsize) / total
+    """UtilAll.getDiskPartitionSpaceUsedPercent (4.9.8): the share of the partition in use, -1 when
+    `path` is missing. Blocks reserved for root count as neither used nor usable, as in `df`'s Use%:
+    counting them as used made a disk with root-reserved (or otherwise unavailable) space look full,
+    and the cleaner then deleted the oldest commit log files of a store that was nowhere near full."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1.0
+    return used_ratio(st.f_blocks * st.f_frsize, st.f_bfree * st.f_frsize, st.f_bavail * st.f_frsize)
 
 
-def delete_expired(store, now_s: float | None = None, force: bool = False) -> RetentionReport:
-    """One cleaning round; `force` deletes expired files whatever the hour (mqadmin deleteExpiredCommitLog)."""
+def used_ratio(total: int, free: int, usable: int) -> float:
+    """File.getTotalSpace/getFreeSpace/getUsableSpace -> used / (used + usable), rounded up to a percent."""
+    if total <= 0:
+        return -1.0
+    used = total - free
+    entire = used + usable
+    if entire <= 0:
+        return -1.0
+    return (used * 100 // entire + (1 if used * 100 % entire else 0)) / 100.0
+
+
+def delete_expired(store, now_s: float | None = None, force: bool = False,
+                   used: float | None = None) -> RetentionReport:
+    """One cleaning round; `force` deletes expired files whatever the hour (mqadmin deleteExpiredCommitLog).
+    `used`: the disk's used share to act on (default: disk_used_ratio of the commit log's disk)."""
     cfg = store.cfg
     now_s = time.time() if now_s is None else now_s
     report = RetentionReport()
-    disk_full = disk_used_ratio(cfg.commitlog_dir) > cfg.diskMaxUsedSpaceRatio
-    if not (force or disk_full or is_delete_hour(cfg.deleteWhen, now_s)):
+    ratio = cfg.diskMaxUsedSpaceRatio / 100.0
+    measured = used is None
+    if measured:
+        used = disk_used_ratio(cfg.commitlog_dir)
+    space_full = used < 0 or used > ratio                 # isSpaceToDelete: unknown counts as full
+    disk_full = cfg.cleanFileForciblyEnable and used > DISK_SPACE_CLEAN_FORCIBLY_RATIO   # cleanImmediately
+    if not (force or space_full or is_delete_hour(cfg.deleteWhen, now_s)):
         return report
-    report.reason = "disk full" if disk_full else ("forced" if force else f"deleteWhen {cfg.deleteWhen}")
+    report.reason = "disk full" if space_full else ("forced" if force else f"deleteWhen {cfg.deleteWhen}")
     keep_s = cfg.fileReservedTime * 3600
     with store.put_lock:
         files = store.commitlog.files
@@ -54,7 +83,7 @@ def delete_expired(store, now_s: float | None = None, force: bool = False) -> Re
             files.pop(0)
             report.commitlog_deleted.append(str(f.path))
             f.destroy()
-            if disk_full and disk_used_ratio(cfg.commitlog_dir) <= cfg.diskMaxUsedSpaceRatio:
+            if disk_full and measured and 0 <= disk_used_ratio(cfg.commitlog_dir) <= ratio:
                 disk_full = False
         min_offset = store.commitlog.min_offset
         for cq in store.queues.values():

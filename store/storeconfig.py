@@ -42,6 +42,7 @@ class MessageStoreConfig:
     fileReservedTime: int = 72
     deleteWhen: str = "04"
     diskMaxUsedSpaceRatio: int = 75
+    cleanFileForciblyEnable: bool = True
     messageDelayLevel: str = DEFAULT_MESSAGE_DELAY_LEVEL
     brokerRole: str = "ASYNC_MASTER"
     duplicationEnable: bool = False

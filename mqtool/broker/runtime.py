@@ -14,6 +14,7 @@ from mqtool.broker.stats import java_double
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import MQVersion, ResponseCode
 from mqtool_store.codes import SCHEDULE_TOPIC
+from mqtool_store.retention import disk_used_ratio
 
 # BrokerConfig's default thread-pool queue capacities (4.9.8).
 CAPACITIES = {"sendThreadPoolQueueCapacity": 10000, "pullThreadPoolQueueCapacity": 100000,
@@ -40,13 +41,8 @@ def format_runtime(ms: int) -> str:
 
 
 def disk_ratio(path) -> float:
-    """UtilAll.getDiskPartitionSpaceUsedPercent: (total - free) / total, -1 when the path is missing."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return -1.0
-    total = st.f_blocks * st.f_frsize
-    return (total - st.f_bfree * st.f_frsize) / total if total else -1.0
+    """UtilAll.getDiskPartitionSpaceUsedPercent, -1 when the path is missing."""
+    return disk_used_ratio(path)
 
 
 def disk_capacity(path) -> str | None:

@@ -52,13 +52,14 @@ class UniqIdMaker:
     def __init__(self, ip: str):
         parts = [int(x) for x in ip.split(".")] if ip.count(".") == 3 else [127, 0, 0, 1]
         self.fixed = bytes(parts) + struct.pack(">hi", os.getpid() & 0x7FFF, id(self) & 0x7FFFFFFF)
+        self.fixed_hex = self.fixed.hex().upper()
         self.counter = itertools.count()
         t = time.localtime()
         self.month_start = int(time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
 
     def next(self) -> str:
         diff = (int(time.time() * 1000) - self.month_start) & 0x7FFFFFFF
-        return (self.fixed + struct.pack(">iH", diff, next(self.counter) & 0xFFFF)).hex().upper()
+        return f"{self.fixed_hex}{diff:08X}{next(self.counter) & 0xFFFF:04X}"
 
 
 class Producer(ClientBase):

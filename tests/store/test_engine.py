@@ -189,3 +189,34 @@ def test_interrupted_file_creation_is_cleaned_up(tmp_path):
         s.put(msg(2))
     assert sorted(p.name for p in cq_dir.iterdir()) == ["00000000000000000000"]
     assert verify_store(root).ok
+
+
+def test_disk_usage_is_javas_used_over_used_plus_usable():
+    from mqtool_store.retention import disk_used_ratio, used_ratio
+    gb = 1 << 30
+    # This machine's disk: 270 GB, 220 free, of which 59 usable: df says 46% (Java: 0.46), not 78%.
+    assert used_ratio(270 * gb, 220 * gb, 59 * gb) == 0.46
+    assert used_ratio(100, 25, 25) == 0.75 and used_ratio(100, 24, 24) == 0.76      # rounded up to a percent
+    assert used_ratio(0, 0, 0) == -1.0
+    assert 0 <= disk_used_ratio("/") <= 1 and disk_used_ratio("/no/such/path") == -1.0
+
+
+def test_a_full_disk_deletes_expired_files_at_any_hour_and_past_85_percent_the_oldest(tmp_path):
+    import os
+    import time
+    from mqtool_store.retention import delete_expired
+    cfg = config(tmp_path / "s", mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=400, fileReservedTime=1,
+                 deleteWhen="04")
+    with MessageStore(cfg) as s:
+        for i in range(2500):
+            s.put(msg(i, queue=0))
+        files = list(s.commitlog.files)
+        noon = time.mktime(time.strptime("2030-01-02 12:00", "%Y-%m-%d %H:%M"))     # not deleteWhen
+        for f in files:
+            os.utime(f.path, (noon - 600, noon - 600))
+        os.utime(files[0].path, (noon - 7200, noon - 7200))                       # the one expired file
+        assert not delete_expired(s, noon, used=0.70).commitlog_deleted           # below 75%: nothing
+        report = delete_expired(s, noon, used=0.80)                               # 75-85%: expired only
+        assert [p.rsplit("/", 1)[1] for p in report.commitlog_deleted] == [files[0].path.name]
+        report = delete_expired(s, noon, used=0.90)                               # past 85%: the oldest too
+        assert len(report.commitlog_deleted) == len(files) - 2 and len(s.commitlog.files) == 1
