@@ -28,6 +28,9 @@ class GroupCommitService:
         self.flushed = 0          # every commit log byte below it is on disk
         self.rounds = 0           # fsync rounds done (tests, benchmarks)
         self.released = 0         # waiters released by those rounds
+        # Called from the flusher thread after each round with `flushed`: how waiters that are not
+        # threads (the broker's sends, futures on its event loop) learn of it. See `request`.
+        self.listeners: list = []
 
     def wake(self) -> None:
         self._work.set()
@@ -40,7 +43,8 @@ class GroupCommitService:
             lk.release()
 
     def request(self, end: int) -> None:
-        """Ask for a flush up to `end` without waiting (a slave's appended data)."""
+        """Ask for a flush up to `end` without waiting (a slave's appended data, or a waiter that
+        is not a thread: it learns of the round that covers `end` through `listeners`)."""
         if end > self.flushed:
             self._work.set()
 
@@ -102,3 +106,5 @@ class GroupCommitService:
                 self._cohort = len(go)
             for _, lk in go:
                 lk.release()
+            for listener in self.listeners:
+                listener(self.flushed)

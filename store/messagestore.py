@@ -273,24 +273,24 @@ class MessageStore:
 
     # ------------------------------------------------------------------ put
 
-    def put(self, msg: Message) -> PutResult:
+    def put(self, msg: Message, wait_flush: bool = True) -> PutResult:
         """One message: put_batch's work without its lists (the broker's common case)."""
         if not self.running or self.cfg.is_slave or self.store_host is not self._id_host:
-            return self.put_batch((msg,), batch=False)
+            return self.put_batch((msg,), batch=False, wait_flush=wait_flush)
         waits = self.cfg.sync_flush and msg.properties.get(Prop.WAIT, "true") != "false"
         p = self._prepare(msg)
         if type(p) is PutResult:
             return p
         _, size, crc, sys_flag, tail, props, _ = p
         if sys_flag & V6_HOSTS:
-            return self.put_batch((msg,), batch=False)
+            return self.put_batch((msg,), batch=False, wait_flush=wait_flush)
         store_ip, store_port = self.store_host
         with self.put_lock:
             store_ts = time.time_ns() // 1_000_000
             f = self.commitlog.last_for_append()
             pos = f.write_pos
             if size + END_FILE_MIN_BLANK_LENGTH > f.size - pos or pos + size > f.warm_lo:
-                return self.put_batch((msg,), batch=False)      # rolls the file or waits: the general path
+                return self.put_batch((msg,), batch=False, wait_flush=wait_flush)   # rolls the file or waits
             tx = sys_flag & TRANSACTION_TYPE_MASK
             if tx not in NOT_DISPATCHED:
                 key = (msg.topic, msg.queue_id)
@@ -313,12 +313,19 @@ class MessageStore:
         result = PutResult(PutStatus.PUT_OK, phys, size, queue_offset, [f"{self._id_prefix}{phys:016X}"], store_ts)
         for listener in self.append_listeners:
             listener(phys + size)
-        if waits and not self.flusher.wait(phys + size, self.cfg.syncFlushTimeout / 1000):
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        if waits:
+            if not wait_flush:
+                self.flusher.request(phys + size)
+            elif not self.flusher.wait(phys + size, self.cfg.syncFlushTimeout / 1000):
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
         return result
 
-    def put_batch(self, msgs, batch: bool = True) -> PutResult:
+    def put_batch(self, msgs, batch: bool = True, wait_flush: bool = True) -> PutResult:
         """Append messages atomically (one lock, one file: a batch never spans files).
+
+        Under SYNC_FLUSH a put whose messages wait (WAIT not "false") returns once the group commit
+        has synced it; with `wait_flush=False` it returns at once and the caller waits (the
+        broker: on its event loop, told by `flusher.listeners`).
 
         What does not depend on the position (CRC, sizes, the encoded topic and properties) is
         prepared before the lock; under it each record gets its queue offset and is packed
@@ -396,7 +403,9 @@ class MessageStore:
         for listener in self.append_listeners:
             listener(end)
         if waits:
-            if not self.flusher.wait(end, self.cfg.syncFlushTimeout / 1000):
+            if not wait_flush:
+                self.flusher.request(end)
+            elif not self.flusher.wait(end, self.cfg.syncFlushTimeout / 1000):
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
         return result
 

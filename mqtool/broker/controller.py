@@ -13,6 +13,7 @@ from mqtool.broker.acl import requests as acl_requests
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
 from mqtool.broker.config import BrokerConfig, apply_properties
+from mqtool.broker.flushwait import FlushWaiters
 from mqtool.broker.offsets import ConsumerOffsetManager
 from mqtool.broker.pullhold import PullHoldService
 from mqtool.broker.schedule import ScheduleService
@@ -138,6 +139,7 @@ class BrokerController:
         self.stats = BrokerStats(cluster=config.brokerClusterName)
         self.boot_ms = int(time.time() * 1000)
         self.ha_master = None
+        self.flush_waiters: FlushWaiters | None = None    # SYNC_FLUSH sends wait on the loop (flushwait.py)
         self.ha_slave = None
         self.metrics = None
         self.slave_sync = replica.SlaveSynchronize(self) if self.is_slave else None
@@ -161,6 +163,8 @@ class BrokerController:
     async def start(self, host: str = "0.0.0.0") -> "BrokerController":
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.store.start)
+        if self.store_config.sync_flush and not self.is_slave:
+            self.flush_waiters = FlushWaiters(loop, self.store.flusher)
         self.store.listeners.append(self.pull_holds.notify_threadsafe)
         self.pull_holds.loop = loop
         self.topics.persist()
@@ -261,6 +265,8 @@ class BrokerController:
         self.offsets.persist()
         self.topics.persist()
         self.groups.persist()
+        if self.flush_waiters is not None:
+            self.flush_waiters.close()
         await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
         log.info("The broker[%s] shut down cleanly", self.config.brokerName)
 
@@ -300,18 +306,21 @@ class BrokerController:
         return resp
 
     async def put(self, msgs) -> PutResult:
-        """Store one message or a batch; SYNC_FLUSH waits off the event loop, SYNC_MASTER for a slave."""
+        """Store one message or a batch; under SYNC_FLUSH wait (on the loop) for the group commit
+        that covers it, under SYNC_MASTER for a slave."""
         batch = isinstance(msgs, list)
-        fn = (lambda: self.store.put_batch(msgs)) if batch else (lambda: self.store.put(msgs))
-        if self.store_config.sync_flush:
-            result = await asyncio.get_running_loop().run_in_executor(None, fn)
+        first = msgs[0] if batch else msgs
+        if self.flush_waiters is not None:
+            result = self.store.put_batch(msgs, wait_flush=False) if batch else self.store.put(msgs, wait_flush=False)
         else:
-            result = fn()
+            result = self.store.put_batch(msgs) if batch else self.store.put(msgs)
         if self.store._pending and not self._drain_soon:
             self._drain_soon = True                   # consume queue and index: once per loop turn
             asyncio.get_running_loop().call_soon(self._drain_dispatch)
+        if result.ok and self.flush_waiters is not None and first.properties.get(Prop.WAIT, "true") != "false":
+            if not await self.flush_waiters.wait(result.end, self.store_config.syncFlushTimeout / 1000):
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
         if result.ok:
-            first = msgs[0] if batch else msgs
             self.stats.put(first.topic, len(msgs) if batch else 1, result.size)
             if self.store_config.brokerRole == SYNC_MASTER and first.properties.get(Prop.WAIT, "true") != "false":
                 await self._wait_replica(result)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import zlib
 
 
@@ -192,6 +193,56 @@ def test_a_body_flagged_compressed_that_does_not_inflate_reaches_the_consumer_as
         assert res.next_offset == 3
         assert any("given as stored" in r.getMessage() for r in caplog.records)
         await consumer.close()
+        await c.close()
+        await broker.stop()
+        await ns.stop()
+    run(scenario())
+
+
+async def start_sync_flush_pair(tmp_path, **store):
+    ns = await NameServer(tmp_path / "kv.json").start("127.0.0.1", 0)
+    config = BrokerConfig(brokerName="broker-sync", listenPort=0, namesrvAddr=f"127.0.0.1:{ns.port}",
+                          storePathRootDir=str(tmp_path / "broker-sync"))
+    broker = await BrokerController(config, {"mappedFileSizeCommitLog": str(1 << 20), "flushDiskType": "SYNC_FLUSH",
+                                             **store}).start("127.0.0.1")
+    return ns, broker
+
+
+def test_sync_flush_sends_wait_on_the_loop_and_share_fsyncs(tmp_path):
+    """Under SYNC_FLUSH every SEND_OK comes after the fsync covering it; 200 sends in flight share
+    rounds (before, each waiting put held one of a handful of executor threads)."""
+    async def scenario():
+        ns, broker = await start_sync_flush_pair(tmp_path)
+        c = RemotingClient()
+        addr = broker.config.broker_addr
+        flusher = broker.store.flusher
+        seen = []
+
+        async def one(i):
+            resp = await c.invoke(addr, send_cmd("SyncT", b"s%d" % i, props="WAIT\x01true", queue=i % 4))
+            offset = int(resp.ext_fields["msgId"][-16:], 16)
+            seen.append((resp.code, flusher.flushed > offset))      # its bytes were synced when it was answered
+        await asyncio.gather(*(one(i) for i in range(200)))
+        assert seen == [(ResponseCode.SUCCESS, True)] * 200
+        assert flusher.rounds < 200 and not broker.flush_waiters._heap
+        no_wait = await c.invoke(addr, send_cmd("SyncT", b"w", props="WAIT\x01false"))
+        assert no_wait.code == ResponseCode.SUCCESS
+        await c.close()
+        await broker.stop()
+        await ns.stop()
+    run(scenario())
+
+
+def test_a_sync_flush_send_whose_fsync_does_not_come_is_answered_flush_disk_timeout(tmp_path):
+    async def scenario():
+        ns, broker = await start_sync_flush_pair(tmp_path, syncFlushTimeout="300")
+        flusher, gate = broker.store.flusher, threading.Event()
+        real_sync = flusher._sync
+        flusher._sync = lambda work: (gate.wait(10), real_sync(work))     # the disk hangs until the gate opens
+        c = RemotingClient()
+        resp = await c.invoke(broker.config.broker_addr, send_cmd("SyncT", b"late", props="WAIT\x01true"))
+        assert resp.code == ResponseCode.FLUSH_DISK_TIMEOUT
+        gate.set()
         await c.close()
         await broker.stop()
         await ns.stop()
