@@ -8,7 +8,9 @@ Reports, in one run on the same disk:
     other work on a shared machine disturbs less than the clock); the clock stops once every
     record is dispatched to its consume queue and the index, and the messages are built before
     it starts (the broker builds them, not the store);
-  * SYNC_FLUSH with 1, 16 and 64 writer threads (msg/s; group commit shares fsyncs: rounds);
+  * SYNC_FLUSH with 1, 16 and 64 writer threads (msg/s; group commit shares fsyncs: rounds), and
+    with 64 writers as tasks on one asyncio loop, each waiting on a future the flusher releases
+    (how the broker's sends wait: mqtool/broker/flushwait.py);
   * dispatch lag under load (bytes not yet in consume queues/index after the last put);
   * recovery time per GiB of commitlog, normal and abnormal;
   * anonymous memory (RssAnon) before and after, which must stay flat as the store grows.
@@ -111,6 +113,35 @@ def sync_run(root: Path, threads: int, seconds: float) -> dict:
             "puts_per_fsync": round(sum(counts) / max(rounds, 1), 1)}
 
 
+def sync_run_loop(root: Path, writers: int, seconds: float) -> dict:
+    """SYNC_FLUSH with `writers` asyncio tasks: put without blocking, then await the group commit."""
+    import asyncio
+
+    from mqtool.broker.flushwait import FlushWaiters
+    body = os.urandom(128)
+    counts = [0] * writers
+
+    async def run(s):
+        waiters = FlushWaiters(asyncio.get_running_loop(), s.flusher)
+        stop = time.perf_counter() + seconds
+
+        async def writer(k):
+            while time.perf_counter() < stop:
+                r = s.put(Message("Sync", k & 7, body, {"KEYS": "k"}), wait_flush=False)
+                if not await waiters.wait(r.end, 5.0):
+                    raise RuntimeError("a SYNC_FLUSH put was not flushed within 5 s")
+                counts[k] += 1
+        t0, c0 = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(writer(k) for k in range(writers)))
+        return time.perf_counter() - t0, time.process_time() - c0
+    with MessageStore(cfg(root, flushDiskType="SYNC_FLUSH")) as s:
+        dt, cpu = asyncio.run(run(s))
+        rounds = s.flusher.rounds
+    n = sum(counts)
+    return {"writers": writers, "msg_per_s": round(n / dt), "fsync_rounds": rounds,
+            "puts_per_fsync": round(n / max(rounds, 1), 1), "cpu_us_per_put": round(cpu / max(n, 1) * 1e6, 1)}
+
+
 def recovery_run(root: Path) -> dict:
     size = sum(p.stat().st_size for p in (root / "commitlog").iterdir())
     used = MessageStore(cfg(root)).start()
@@ -156,18 +187,21 @@ def main() -> int:
             for t in (1, 16, 64):
                 run["sync"][t] = sync_run(base / f"s{t}", t, secs)
                 shutil.rmtree(base / f"s{t}", ignore_errors=True)
+            run["sync_loop"] = sync_run_loop(base / "sl", 64, secs)
+            shutil.rmtree(base / "sl", ignore_errors=True)
             runs.append(run)
         raw = median(r["raw"] for r in runs)
         appends = [{key: median(r["append"][size][key] for r in runs) for key in runs[0]["append"][size]}
                    for size in (128, 1024, 16384)]
         syncs = [{key: median(r["sync"][t][key] for r in runs) for key in runs[0]["sync"][t]} for t in (1, 16, 64)]
+        sync_loop = {key: median(r["sync_loop"][key] for r in runs) for key in runs[0]["sync_loop"]}
         recovery = recovery_run(base / "a1024")
         result = {
             "machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
             "data": {"mib_per_append_run": mib, "sync_seconds": secs, "mode": "ASYNC_FLUSH unless noted",
                      "disk": str(base), "repeat": repeat, "figures": "medians of the runs"},
             "baseline": {"raw_sequential_write_MBps": round(raw, 1)},
-            "append_async": appends, "sync_flush": syncs, "recovery": recovery,
+            "append_async": appends, "sync_flush": syncs, "sync_flush_loop_writers": sync_loop, "recovery": recovery,
             "memory": {"rss_anon_start_kib": rss0, "rss_anon_end_kib": rss_anon_kib()},
             "runs": runs,
         }
