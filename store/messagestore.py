@@ -20,31 +20,27 @@ from enum import Enum
 
 from .checkpoint import Checkpoint, decode_checkpoint
 from .codes import (CHECKPOINT_FILE_SIZE, CQ_UNIT_SIZE, END_FILE_MIN_BLANK_LENGTH, HOST_V6_EXTRA, MSG_FIXED_SIZE_V4,
-                    SCHEDULE_TOPIC, TRANSACTION_TYPE_MASK, Prop, TransactionType)
-from .commitlog import (BLANK_MAGIC, BORN_V6, MESSAGE_MAGIC, MESSAGE_MAGIC_V2, STORE_V6, MessageRecord,
-                        decode_record, encode_blank, encode_record, topic_field, write_record_v4)
-from .errors import ReplicationError
+                    TRANSACTION_TYPE_MASK, Prop)
+from .commitlog import (BORN_V6, MESSAGE_MAGIC, STORE_V6, MessageRecord, decode_record, encode_blank, encode_record,
+                        topic_field, write_record_v4)
 from .cqwriter import ConsumeQueue
-from .delaylevels import expected_tags_code, parse_delay_levels
+from .delaylevels import parse_delay_levels
+from .dispatch import NOT_DISPATCHED, Dispatch
 from .groupcommit import GroupCommitService
 from .indexwriter import IndexService
 from .lockfile import StoreLock, create_abort, remove_abort
 from .mappedfile import NOTHING_IN_FLIGHT, PAGE, MappedFile, MappedFileQueue
-from .javahash import tags_code
 from .properties import format_properties, parse_properties
+from .replication import Replication
 from .storeconfig import MessageStoreConfig
 
 CLEAN_INTERVAL_S = 10.0   # cleanResourceInterval
-NOT_DISPATCHED = (TransactionType.TRANSACTION_PREPARED_TYPE, TransactionType.TRANSACTION_ROLLBACK_TYPE)
-ROLLBACK = TransactionType.TRANSACTION_ROLLBACK_TYPE
 V6_HOSTS = BORN_V6 | STORE_V6
 PREWRITE_AHEAD = 8 << 20   # commit log bytes kept in the page cache ahead of the write position
 PREWRITE_CHUNK = 2 << 20
 PREWRITE_IDLE_S = 0.02
 PREWRITE_GAP = 2 << 20     # a chunk starts this far ahead at least: puts do not catch up with it
 DISPATCH_BATCH = 4096      # pending records a put dispatches itself (the dispatch thread usually comes first)
-REPUT_BATCH = 128          # records a slave dispatches per hold of the put lock (and of the GIL)
-_SIZE_MAGIC = struct.Struct(">ii")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
@@ -136,7 +132,9 @@ class GetResult:
     suggest_slave: bool = False     # the reader is far behind the head: a slave should serve it
 
 
-class MessageStore:
+class MessageStore(Dispatch, Replication):
+    """Dispatch (consume queues and index) is in dispatch.py, a slave's appends in replication.py."""
+
     def __init__(self, config: MessageStoreConfig, store_host: tuple[bytes, int] = (b"\x7f\0\0\x01", 10911)):
         self.cfg = config
         self.root = config.root
@@ -443,50 +441,7 @@ class MessageStore:
         return (m, size, zlib.crc32(body) & 0x7FFFFFFF, sys_flag, topic_part + _I16.pack(len(raw)) + raw,
                 props, text)
 
-    # ------------------------------------------------------------------ dispatch
-
-    def dispatch(self, rec: MessageRecord) -> None:
-        """Build the consume queue unit and the index entries of one record (CommitLogDispatcher)."""
-        self._dispatch(rec.topic, rec.queue_id, rec.properties, rec.physical_offset, rec.total_size,
-                       rec.queue_offset, rec.store_timestamp, rec.sys_flag & TRANSACTION_TYPE_MASK)
-
-    def _dispatch(self, topic: str, queue_id: int, props: dict, phys: int, size: int, queue_offset: int,
-                  store_ts: int, tx: int) -> None:
-        if tx not in NOT_DISPATCHED:
-            if topic == SCHEDULE_TOPIC:
-                code = expected_tags_code(topic, props, store_ts, self.levels)
-            else:
-                tags = props.get(Prop.TAGS)
-                if not tags:
-                    code = 0
-                else:
-                    code = self._tags_codes.get(tags)
-                    if code is None:
-                        if len(self._tags_codes) > 10_000:
-                            self._tags_codes.clear()
-                        code = self._tags_codes[tags] = tags_code(tags)
-            cq = self._queues.get((topic, queue_id)) or self.queue(topic, queue_id)
-            if cq.put(phys, size, code, queue_offset):
-                self._last_dispatched_ts = store_ts
-                for listener in self.listeners:
-                    listener(topic, queue_id, queue_offset + 1, code)
-        if self.cfg.messageIndexEnable and tx != ROLLBACK:
-            uniq = props.get(Prop.UNIQ_KEY)
-            keys = props.get(Prop.KEYS)
-            if keys:
-                keys = [k for k in keys.split(" ") if k]
-                if uniq:
-                    keys.insert(0, uniq)
-            elif uniq:
-                keys = [uniq]
-            if keys:
-                self.index.put(topic, keys, phys, store_ts)
-
-    def drain_dispatch(self) -> None:
-        """Dispatch every record put so far (readers call it first, so they see their writes)."""
-        if self._pending:
-            with self.put_lock:
-                self._dispatch_pending()
+    # ------------------------------------------------------------------ pre-write
 
     def _prewrite_loop(self) -> None:
         while not self._stop.is_set():
@@ -515,176 +470,6 @@ class MessageStore:
             f.warm_lo = NOTHING_IN_FLIGHT
             f.warm_lock.release()
         return True
-
-    def _dispatch_loop(self) -> None:
-        while not self._stop.is_set():
-            self._dispatch_wake.wait(1.0)
-            self._dispatch_wake.clear()
-            if self._pending:
-                with self.put_lock:
-                    self._dispatch_pending()
-
-    def _dispatch_pending(self) -> None:
-        """Put the pending records' units into their consume queues (one packed run per queue)
-        and their keys into the index (one vectorised pass); the put lock is held."""
-        batch = self._pending
-        if not batch:
-            return
-        self._pending = []
-        runs: dict[tuple[str, int], list] = {}
-        keys, key_phys, key_ts = [], [], []
-        index_on = self.cfg.messageIndexEnable
-        codes = self._tags_codes
-        for topic, queue_id, props, phys, size, queue_offset, store_ts, tx in batch:
-            if tx not in NOT_DISPATCHED:
-                if topic == SCHEDULE_TOPIC:
-                    code = expected_tags_code(topic, props, store_ts, self.levels)
-                else:
-                    tags = props.get(Prop.TAGS)
-                    code = codes.get(tags) if tags else 0
-                    if code is None:
-                        if len(codes) > 10_000:
-                            codes.clear()
-                        code = codes[tags] = tags_code(tags)
-                run = runs.get((topic, queue_id))
-                if run is None:
-                    run = runs[(topic, queue_id)] = []
-                run.append((phys, size, code, queue_offset))
-            if index_on and tx != ROLLBACK:
-                uniq = props.get(Prop.UNIQ_KEY)
-                if uniq:
-                    keys.append(f"{topic}#{uniq}")
-                    key_phys.append(phys)
-                    key_ts.append(store_ts)
-                more = props.get(Prop.KEYS)
-                if more:
-                    for key in more.split(" "):
-                        if key:
-                            keys.append(f"{topic}#{key}")
-                            key_phys.append(phys)
-                            key_ts.append(store_ts)
-        listeners = self.listeners
-        for (topic, queue_id), units in runs.items():
-            cq = self._queues.get((topic, queue_id)) or self.queue(topic, queue_id)
-            if cq.put_many(units):
-                done = units
-            else:
-                done = [u for u in units if cq.put(*u)]
-            if done:
-                self._last_dispatched_ts = max(self._last_dispatched_ts, batch[-1][6])
-                for listener in listeners:
-                    for _, _, code, queue_offset in done:
-                        listener(topic, queue_id, queue_offset + 1, code)
-        if keys:
-            self.index.put_many(keys, key_phys, key_ts)
-
-    @property
-    def dispatch_behind_bytes(self) -> int:
-        """Bytes of the commit log not yet in consume queues and index: records a master's
-        dispatch has not taken yet, or what a slave's reput thread has still to read."""
-        if self.cfg.is_slave:
-            return max(0, self.commitlog.max_offset - self.reput_from)
-        pending = self._pending
-        return max(0, self.commitlog.max_offset - pending[0][3]) if pending else 0
-
-    # ------------------------------------------------------------------ replication
-
-    def append_data(self, offset: int, data) -> None:
-        """CommitLog.appendData on a slave: bytes the master sent, at exactly the offset they belong to."""
-        if not data:
-            return
-        with self.put_lock:
-            here = self.commitlog.max_offset
-            if here == 0:
-                self._drop_empty_files()
-                if offset % self.commitlog.file_size:
-                    raise ReplicationError(f"an empty commit log can only start at a file boundary, not at {offset}")
-            elif offset != here:
-                raise ReplicationError(f"data for offset {offset} does not continue the commit log at {here}")
-            f = self.commitlog.last_for_append(offset)
-            if f.start + f.write_pos != offset:
-                raise ReplicationError(f"data for offset {offset} does not continue the commit log at "
-                                       f"{f.start + f.write_pos}")
-            if len(data) > f.free:
-                raise ReplicationError(f"{len(data)} bytes at offset {offset} would cross the end of file {f.path.name}")
-            f.append(data)
-            end = offset + len(data)
-        if self.cfg.sync_flush:
-            self.flusher.request(end)
-        with self._reput_cond:
-            self._reput_cond.notify_all()
-        for listener in self.append_listeners:
-            listener(end)
-
-    def _drop_empty_files(self) -> None:
-        for f in list(self.commitlog.files):
-            self.commitlog.files.remove(f)
-            f.destroy()
-
-    def transfer_slice(self, offset: int, max_bytes: int):
-        """What a master sends next from `offset`: up to `max_bytes` written bytes of one file
-        (b"" when there is nothing yet; None when no file holds the offset any more)."""
-        f = self.commitlog.find(offset)
-        if f is None:
-            return b"" if offset >= self.commitlog.max_offset else None
-        pos = offset - f.start
-        n = min(f.write_pos - pos, max_bytes)
-        try:
-            return f.mm[pos:pos + n] if n > 0 else b""
-        except ValueError:          # the file was deleted by retention meanwhile (its map is closed)
-            return None
-
-    def _reput_loop(self) -> None:
-        idle = False
-        while not self._stop.is_set():
-            with self._reput_cond:
-                # Wait when caught up, and also when the last pass found only part of a record: the
-                # rest arrives with the next frame (frames are cut every haTransferBatchSize bytes).
-                if idle or self.reput_from >= self.commitlog.max_offset or self.reput_error:
-                    self._reput_cond.wait(1.0)
-            before = self.reput_from
-            try:
-                self._reput_some()
-            except Exception as exc:  # noqa: BLE001 - a record the slave cannot dispatch stops dispatch, not the store
-                self.reput_error = f"dispatch stopped at offset {self.reput_from}: {exc}"
-            idle = self.reput_from == before
-            if not idle:
-                # Hand the GIL over between batches: the thread receiving the master's bytes would
-                # otherwise wait a whole switch interval (5 ms) for it after every socket read.
-                time.sleep(0)
-
-    def _reput_some(self) -> None:
-        """ReputMessageService: dispatch whole records the master's bytes completed."""
-        if self.reput_error:
-            return
-        if self.reput_from < self.commitlog.min_offset:
-            self.reput_from = self.commitlog.min_offset
-        f = self.commitlog.find(self.reput_from)
-        if f is None:
-            return
-        pos, end, recs = self.reput_from - f.start, f.write_pos, []
-        while pos + 8 <= end and len(recs) < REPUT_BATCH:
-            size, magic = _SIZE_MAGIC.unpack_from(f.mm, pos)
-            if magic == BLANK_MAGIC:
-                pos = f.size
-                break
-            if magic not in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2) or size <= 0:
-                self.reput_error = f"no message at offset {f.start + pos} (size {size}, magic {magic:#x})"
-                break
-            if pos + size > end:
-                break                       # the rest of this record has not arrived
-            recs.append(decode_record(f.mm, pos, pos + size))
-            pos += size
-        with self.put_lock:
-            for rec in recs:
-                self.dispatch(rec)
-                self.topic_queue_table[(rec.topic, rec.queue_id)] = rec.queue_offset + 1
-            if recs:
-                ts = recs[-1].store_timestamp
-                self._last_dispatched_ts = ts
-                # A slave has no flush-time store timestamp: dispatch moves physicMsgTimestamp (spec ha.md §5).
-                self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, ts)
-        self.reput_from = f.start + pos
 
     # ------------------------------------------------------------------ flush
 

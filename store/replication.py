@@ -1,0 +1,113 @@
+"""A slave's side of the store: the master's bytes appended at their exact offsets, and the reput
+thread that dispatches the records they complete (ReputMessageService); a master's side: the
+slices it sends. A mixin of MessageStore.
+"""
+from __future__ import annotations
+
+import struct
+import time
+
+from .commitlog import BLANK_MAGIC, MESSAGE_MAGIC, MESSAGE_MAGIC_V2, decode_record
+from .errors import ReplicationError
+
+REPUT_BATCH = 128          # records a slave dispatches per hold of the put lock (and of the GIL)
+_SIZE_MAGIC = struct.Struct(">ii")
+
+
+class Replication:
+    def append_data(self, offset: int, data) -> None:
+        """CommitLog.appendData on a slave: bytes the master sent, at exactly the offset they belong to."""
+        if not data:
+            return
+        with self.put_lock:
+            here = self.commitlog.max_offset
+            if here == 0:
+                self._drop_empty_files()
+                if offset % self.commitlog.file_size:
+                    raise ReplicationError(f"an empty commit log can only start at a file boundary, not at {offset}")
+            elif offset != here:
+                raise ReplicationError(f"data for offset {offset} does not continue the commit log at {here}")
+            f = self.commitlog.last_for_append(offset)
+            if f.start + f.write_pos != offset:
+                raise ReplicationError(f"data for offset {offset} does not continue the commit log at "
+                                       f"{f.start + f.write_pos}")
+            if len(data) > f.free:
+                raise ReplicationError(f"{len(data)} bytes at offset {offset} would cross the end of file {f.path.name}")
+            f.append(data)
+            end = offset + len(data)
+        if self.cfg.sync_flush:
+            self.flusher.request(end)
+        with self._reput_cond:
+            self._reput_cond.notify_all()
+        for listener in self.append_listeners:
+            listener(end)
+
+    def _drop_empty_files(self) -> None:
+        for f in list(self.commitlog.files):
+            self.commitlog.files.remove(f)
+            f.destroy()
+
+    def transfer_slice(self, offset: int, max_bytes: int):
+        """What a master sends next from `offset`: up to `max_bytes` written bytes of one file
+        (b"" when there is nothing yet; None when no file holds the offset any more)."""
+        f = self.commitlog.find(offset)
+        if f is None:
+            return b"" if offset >= self.commitlog.max_offset else None
+        pos = offset - f.start
+        n = min(f.write_pos - pos, max_bytes)
+        try:
+            return f.mm[pos:pos + n] if n > 0 else b""
+        except ValueError:          # the file was deleted by retention meanwhile (its map is closed)
+            return None
+
+    def _reput_loop(self) -> None:
+        idle = False
+        while not self._stop.is_set():
+            with self._reput_cond:
+                # Wait when caught up, and also when the last pass found only part of a record: the
+                # rest arrives with the next frame (frames are cut every haTransferBatchSize bytes).
+                if idle or self.reput_from >= self.commitlog.max_offset or self.reput_error:
+                    self._reput_cond.wait(1.0)
+            before = self.reput_from
+            try:
+                self._reput_some()
+            except Exception as exc:  # noqa: BLE001 - a record the slave cannot dispatch stops dispatch, not the store
+                self.reput_error = f"dispatch stopped at offset {self.reput_from}: {exc}"
+            idle = self.reput_from == before
+            if not idle:
+                # Hand the GIL over between batches: the thread receiving the master's bytes would
+                # otherwise wait a whole switch interval (5 ms) for it after every socket read.
+                time.sleep(0)
+
+    def _reput_some(self) -> None:
+        """ReputMessageService: dispatch whole records the master's bytes completed."""
+        if self.reput_error:
+            return
+        if self.reput_from < self.commitlog.min_offset:
+            self.reput_from = self.commitlog.min_offset
+        f = self.commitlog.find(self.reput_from)
+        if f is None:
+            return
+        pos, end, recs = self.reput_from - f.start, f.write_pos, []
+        while pos + 8 <= end and len(recs) < REPUT_BATCH:
+            size, magic = _SIZE_MAGIC.unpack_from(f.mm, pos)
+            if magic == BLANK_MAGIC:
+                pos = f.size
+                break
+            if magic not in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2) or size <= 0:
+                self.reput_error = f"no message at offset {f.start + pos} (size {size}, magic {magic:#x})"
+                break
+            if pos + size > end:
+                break                       # the rest of this record has not arrived
+            recs.append(decode_record(f.mm, pos, pos + size))
+            pos += size
+        with self.put_lock:
+            for rec in recs:
+                self.dispatch(rec)
+                self.topic_queue_table[(rec.topic, rec.queue_id)] = rec.queue_offset + 1
+            if recs:
+                ts = recs[-1].store_timestamp
+                self._last_dispatched_ts = ts
+                # A slave has no flush-time store timestamp: dispatch moves physicMsgTimestamp (spec ha.md §5).
+                self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, ts)
+        self.reput_from = f.start + pos
