@@ -14,11 +14,14 @@ import struct
 import zlib
 from typing import Callable, Iterator
 
+import numpy as np
+
 from .codes import MSG_FIXED_SIZE_V4, MagicCode, SysFlag, named
 from .commitlog import BORN_V6, MESSAGE_MAGIC, STORE_V6, decode_record, host_text
 from .dump import Filters, _stop_row, named_value, record_row, render_body, sys_flag_names, transaction_name
 from .errors import FormatError
-from .logscan import decode_end
+from .dumpcols import ColumnWriter, encode_str, keys_json as _keys_json
+from .logscan import decode_end, header_table, walk_array
 from .msgid import create_offset_msg_id
 from .properties import parse_properties
 from .reader import CommitLogReader
@@ -33,11 +36,11 @@ _SLOW_FLAGS = BORN_V6 | STORE_V6 | int(SysFlag.COMPRESSED_FLAG)
 _PLAIN_BYTES = bytes(b for b in range(256) if b >= 0x20 and b not in b'"\\')
 _SEPARATORS = frozenset(b"\x01" + b"\x02\x01" * k for k in range(256))
 _CHUNK = 2000          # lines per write
-
-
-def encode_str(s: str) -> str:
-    """A JSON string literal exactly as json.dumps(ensure_ascii=False) writes it."""
-    return json.encoder.encode_basestring(s)
+_COLUMN_CHUNK = 2048   # records per ColumnWriter.lines call
+_FIRST_SPAN = 64 << 10   # bytes walked for the first column run of a file (a small --limit stays cheap)
+_MAX_SPAN = 4 << 20
+_RETRY_SPAN = 16 << 10  # bytes walked for a column run after one that took nothing
+_MOST_SINGLES_LOG2 = 6  # at most 64 records one by one between two column runs
 
 
 def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int | None,
@@ -62,6 +65,9 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
     crc32 = zlib.crc32
     topics, hosts, shapes = fmt.topic_parts, fmt.hosts, fmt.shapes
     body_none = body_mode == "none"
+    colw = ColumnWriter(fmt)
+    columns = not filtered
+    singles = misses = 0
     tail_none = ', "body_note": null, "body": null, "body_truncated": false, "body_encoding": "none"}\n'
     for mf in reader.files:
         if mf.end <= start_from:
@@ -72,8 +78,30 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
         base = mf.start
         name = mf.path.name
         head = '{"kind": "message", "file": ' + encode_str(name) + ', "commitlog_offset": '
+        span = _FIRST_SPAN
         detail = ""
         while pos + 8 <= end:
+            if columns and singles <= 0 and count < limit_n and (to_offset is None or base + pos < to_offset):
+                # Many records at once (dumpcols); what it leaves goes record by record below.
+                text, n, pos, span = _column_run(colw, buf, pos, end, span, base, head, to_offset, limit_n - count)
+                if n:
+                    misses = 0
+                    if ends or lines:
+                        if lines:
+                            yield "".join(lines)
+                            lines = []
+                        for e in ends:
+                            yield _stop_row(*e)
+                        ends = []
+                    yield text
+                    count += n
+                    if count >= limit_n:
+                        return
+                    continue
+                # Records it leaves go one by one; after repeated misses, more of them each time.
+                misses += 1
+                singles = max(colw.odd, 1 << min(misses - 1, _MOST_SINGLES_LOG2))
+            singles -= 1
             try:
                 (size, magic, crc, qid, flag, qoff, phys, sf, bts, bip, bport, sts, sip, sport, rt, pto,
                  blen) = unpack(buf, pos)
@@ -189,10 +217,32 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
         yield _stop_row(*e)
 
 
-def _keys_json(keys: str) -> str:
-    """KEYS (space-separated, nothing to escape) as the JSON list record_row makes of it."""
-    ks = [k for k in keys.split(" ") if k] if "  " in keys or keys[0] == " " or keys[-1] == " " else keys.split(" ")
-    return '["' + '", "'.join(ks) + '"]' if ks else "[]"
+def _column_run(colw: ColumnWriter, buf, pos: int, end: int, span: int, base: int, head: str,
+                to_offset: int | None, most: int) -> tuple[str, int, int, int]:
+    """(lines, how many, where the next record starts, the next window) for the records from
+    `pos` that the column writer takes, walking a window of `span` bytes."""
+    first = _FIXED_V4.unpack_from(buf, pos)[0] if pos + 88 <= end else 0
+    positions, _ = walk_array(buf, pos, min(end, pos + max(span, first)))   # at least one record
+    if to_offset is not None and len(positions) and int(positions[-1]) + base >= to_offset:
+        positions = positions[:int(np.searchsorted(positions, to_offset - base))]
+    positions = positions[:most]
+    table, n_valid = header_table(buf, positions, end)
+    texts = []
+    taken = 0
+    while taken < n_valid:
+        n = min(_COLUMN_CHUNK, n_valid - taken)
+        part = {k: v[taken:taken + n] for k, v in table.items()} if taken or n < n_valid else table
+        text, k = colw.lines(buf, base, head, part, n)
+        if k:
+            texts.append(text)
+            taken += k
+        if k < n:
+            break
+    if taken == 0:
+        return "", 0, pos, _RETRY_SPAN
+    last = taken - 1
+    nxt = int(positions[last]) + int(table["total_size"][last])
+    return "".join(texts), taken, nxt, min(span * 2, _MAX_SPAN) if taken == len(positions) else span
 
 
 def _matches(f: Filters, topic: str, qid: int, props: dict, store_ts: int) -> bool:
