@@ -29,6 +29,7 @@ _SLOW_FLAGS = BORN_V6 | STORE_V6 | int(SysFlag.COMPRESSED_FLAG)
 # of a run leaves only their structure (0x01, 0x02 and the 0x03 put between records).
 _PLAIN_BYTES = bytes(b for b in range(256) if b >= 0x20 and b not in b'"\\')
 _RS = b"\x03"           # between the properties of two records (never plain, never a separator)
+_ALL_TO_01 = bytes.maketrans(b"\x02\x03", b"\x01\x01")
 _B64 = partial(binascii.b2a_base64, newline=False)
 
 
@@ -40,6 +41,7 @@ class ColumnWriter:
         mode = fmt.body_mode
         self.body_mode = mode
         self.cap = fmt.cap if fmt.cap is not None and fmt.cap >= 0 else None
+        self.templates: dict = {}
         self.odd = 0            # after a call that took nothing: how many records to leave to the other path
         self.tail_none = ', "body_note": null, "body": null, "body_truncated": false, "body_encoding": "none"}\n'
 
@@ -60,14 +62,23 @@ class ColumnWriter:
         if layout is None:
             return "", 0
         n, k, trailing, props = layout
-        text = props.decode("utf-8", "replace")
         if trailing:
-            text = text.replace("\x02\x03", "\x03")[:-1]
-        flat = text.replace("\x02", "\x01").replace("\x03", "\x01").split("\x01")
+            props = props.replace(b"\x02\x03", b"\x03")[:-1]
+        separated = props.translate(_ALL_TO_01)
+        empty = 0 if separated[:1] == b"\x01" else separated.find(b"\x01\x01")
+        if empty < 0 and separated[-1:] == b"\x01":
+            empty = len(separated) - 1
+        if empty >= 0:                     # an empty key or value (the reference drops the pair)
+            n = props.count(_RS, 0, empty)   # from that record on: the record-by-record path
+            if n == 0:
+                return "", 0
+            props = props[:_nth(props, _RS, n)]
+            separated = separated[:len(props)]
+        text = props.decode("utf-8", "replace")
+        # Names and values of every record in one list (ASCII separators decode alike anywhere).
+        flat = separated.decode("utf-8", "replace").split("\x01")
         if len(flat) != 2 * k * n:
             del flat[2 * k * n:]
-        if "" in flat:
-            return "", 0                   # an empty key or value: the reference drops the pair
         names = flat[0:2 * k:2]
         if len(set(names)) != k:
             return "", 0                   # a key twice: the record-by-record path keeps the last
@@ -139,7 +150,7 @@ class ColumnWriter:
         cols += _value(flat, ui, k) if ui is not None else ["null"]
         cols += [', "msg_id": "', h3, _hex16(phys), '", "properties": {"', props_json, '"}']
         cols += self._body_cols(buf, bps, blen, bodies, n)
-        return _interleave(cols, n)
+        return _interleave(cols, n, self.templates)
 
     def _topics(self, buf, t, n):
         """The topic part of each record (a list) or of all of them (a str)."""
@@ -226,10 +237,38 @@ _SMALL = [str(i) for i in range(4096)]
 
 
 def _ints(values: np.ndarray) -> list[str]:
-    """Each integer as text (str(); small non-negative ones from a table)."""
-    if len(values) and 0 <= int(values.min()) and int(values.max()) < len(_SMALL):
+    """Each integer as text, as str() writes it."""
+    if not len(values):
+        return []
+    low, high = int(values.min()), int(values.max())
+    if low >= 0 and high < len(_SMALL):
         return list(map(_SMALL.__getitem__, values.tolist()))
+    if low >= 10 ** 9 and high < 10 ** 18 and len(str(low)) == len(str(high)):
+        return _same_width(values, len(str(low)))
     return list(map(str, values.tolist()))
+
+
+_PAIRS = np.frombuffer("".join(f"{i:02d}" for i in range(100)).encode(), np.uint16)
+
+
+def _same_width(values: np.ndarray, width: int) -> list[str]:
+    """Positive integers of `width` digits each, as text: the digits by numpy, two at a time,
+    then one decode and split for all."""
+    n = len(values)
+    out = np.empty((n, width + 1), np.uint8)
+    out[:, width] = 10
+    v = values.astype(np.int64)
+    d = width
+    while d >= 2:
+        q = v // 100
+        out[:, d - 2:d] = _PAIRS[v - q * 100].view(np.uint8).reshape(n, 2)
+        v = q
+        d -= 2
+    if d:
+        out[:, 0] = v + 48
+    text = out.tobytes().decode("ascii").split("\n")
+    text.pop()
+    return text
 
 
 def _nth(data: bytes, sep: bytes, n: int) -> int:
@@ -256,8 +295,11 @@ def _hex16(values: np.ndarray) -> list[str]:
     return digits
 
 
-def _interleave(cols: list, n: int) -> str:
-    """The lines of n records: each column is one str for every record or a list of n."""
+def _interleave(cols: list, n: int, templates: dict) -> str:
+    """The lines of n records: each column is one str for every record or a list of n.
+
+    The list handed to str.join keeps the constant columns in place between calls (`templates`,
+    by the columns' constants and n): only the per-record columns are assigned each time."""
     merged: list = []
     for c in cols:
         if isinstance(c, str) and merged and isinstance(merged[-1], str):
@@ -265,7 +307,16 @@ def _interleave(cols: list, n: int) -> str:
         else:
             merged.append(c)
     width = len(merged)
-    parts: list = [None] * (width * n)
+    key = (n, *(c if isinstance(c, str) else None for c in merged))
+    parts = templates.get(key)
+    if parts is None:
+        if len(templates) >= 64:
+            templates.clear()
+        parts = templates[key] = [None] * (width * n)
+        for j, c in enumerate(merged):
+            if isinstance(c, str):
+                parts[j::width] = [c] * n
     for j, c in enumerate(merged):
-        parts[j::width] = [c] * n if isinstance(c, str) else c
+        if not isinstance(c, str):
+            parts[j::width] = c
     return "".join(parts)

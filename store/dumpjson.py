@@ -83,7 +83,7 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
         while pos + 8 <= end:
             if columns and singles <= 0 and count < limit_n and (to_offset is None or base + pos < to_offset):
                 # Many records at once (dumpcols); what it leaves goes record by record below.
-                text, n, pos, span = _column_run(colw, buf, pos, end, span, base, head, to_offset, limit_n - count)
+                texts, n, pos, span = _column_run(colw, buf, pos, end, span, base, head, to_offset, limit_n - count)
                 if n:
                     misses = 0
                     if ends or lines:
@@ -93,7 +93,7 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
                         for e in ends:
                             yield _stop_row(*e)
                         ends = []
-                    yield text
+                    yield from texts
                     count += n
                     if count >= limit_n:
                         return
@@ -218,8 +218,8 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
 
 
 def _column_run(colw: ColumnWriter, buf, pos: int, end: int, span: int, base: int, head: str,
-                to_offset: int | None, most: int) -> tuple[str, int, int, int]:
-    """(lines, how many, where the next record starts, the next window) for the records from
+                to_offset: int | None, most: int) -> tuple[list[str], int, int, int]:
+    """(lines in chunks, how many, where the next record starts, the next window) for the records from
     `pos` that the column writer takes, walking a window of `span` bytes."""
     first = _FIXED_V4.unpack_from(buf, pos)[0] if pos + 88 <= end else 0
     positions, _ = walk_array(buf, pos, min(end, pos + max(span, first)))   # at least one record
@@ -239,10 +239,10 @@ def _column_run(colw: ColumnWriter, buf, pos: int, end: int, span: int, base: in
         if k < n:
             break
     if taken == 0:
-        return "", 0, pos, _RETRY_SPAN
+        return texts, 0, pos, _RETRY_SPAN
     last = taken - 1
     nxt = int(positions[last]) + int(table["total_size"][last])
-    return "".join(texts), taken, nxt, min(span * 2, _MAX_SPAN) if taken == len(positions) else span
+    return texts, taken, nxt, min(span * 2, _MAX_SPAN) if taken == len(positions) else span
 
 
 def _matches(f: Filters, topic: str, qid: int, props: dict, store_ts: int) -> bool:
