@@ -22,7 +22,7 @@ import numpy as np
 from .commitlog import BORN_V6, MESSAGE_MAGIC, STORE_V6
 from .codes import SysFlag
 from .logscan import _every_offset
-from .rowgroups import group_rows, topic_words
+from .rowgroups import group_rows, topic_head, topic_words
 
 _SLOW_FLAGS = BORN_V6 | STORE_V6 | int(SysFlag.COMPRESSED_FLAG)
 # Bytes json.dumps(ensure_ascii=False) writes as they are: deleting them from the properties
@@ -157,7 +157,7 @@ class ColumnWriter:
         fmt = self.fmt
         tp, tl = t["topic_pos"][:n], t["topic_len"][:n]
         qids = t["queue_id"][:n].astype(np.int64)
-        words = topic_words(buf, tp, tl)
+        words = topic_words(topic_head(buf, t, n), tl)
         grouped = group_rows(words + [qids]) if words is not None else None
         if grouped is None:
             raws = map(buf.__getitem__, map(slice, tp.tolist(), (tp + tl).tolist()))
