@@ -310,7 +310,7 @@ def _interleave(cols: list, n: int, templates: dict) -> str:
     key = (n, *(c if isinstance(c, str) else None for c in merged))
     parts = templates.get(key)
     if parts is None:
-        if len(templates) >= 64:
+        if len(templates) >= 2:          # each holds the strings of its last chunk: keep few
             templates.clear()
         parts = templates[key] = [None] * (width * n)
         for j, c in enumerate(merged):
