@@ -34,7 +34,7 @@ _B64 = partial(binascii.b2a_base64, newline=False)
 
 
 class ColumnWriter:
-    """Writes runs of records with the caches of a dumpjson._Formatter."""
+    """Writes runs of records with the caches of a dumplines.LineParts."""
 
     def __init__(self, fmt):
         self.fmt = fmt

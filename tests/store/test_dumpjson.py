@@ -10,11 +10,11 @@ import pytest
 
 from mqtool.cli.output import json_line
 from mqtool.cli.output import render_body as cli_render_body
-from mqtool_store.dump import Filters, dump_commitlog
+from mqtool_store.dump import Filters, dump_commitlog, render_body
 from mqtool_store import dumpjson
 from mqtool_store.commitlog import new_record
 from mqtool_store.dumpcols import ColumnWriter, _hex16, _ints
-from mqtool_store.dumpjson import commitlog_json, render_body
+from mqtool_store.dumpjson import commitlog_json
 from mqtool_store.layout import StorePaths
 from mqtool_store.reader import CommitLogReader
 from mqtool_store.rowgroups import group_rows
