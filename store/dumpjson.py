@@ -1,25 +1,29 @@
 """`store dump --json` of commitlog records: JSON lines written straight from the bytes.
 
 The reference is `dump.dump_commitlog` + `dump.record_row` + the CLI's JSON encoder (one dict
-per record, `json.dumps(row, ensure_ascii=False)`): ~30k records/s. Here a plain record (4.x
-magic code, IPv4 hosts, uncompressed body, non-negative offset) becomes its line in one
-f-string, with everything that repeats (file, topic, hosts, sysflag names) encoded once and
-cached. Any other record, and every filter, damage and stop, goes through the reference code,
-so the output is the reference's byte for byte (tests/store/test_dumpjson.py holds them equal).
+per record, `json.dumps(row, ensure_ascii=False)`): ~30k records/s. Without filters, runs of
+plain records (4.x magic code, IPv4 hosts, uncompressed body, non-negative offset, plain
+properties of one key layout) are written many at once by store/dumpcols.py; a plain record
+outside such a run becomes its line in one f-string, with everything that repeats (file,
+topic, hosts, sysflag names) encoded once and cached (store/dumplines.py). Any other record,
+and every filter, damage and stop, goes through the reference code, so the output is the
+reference's byte for byte (tests/store/test_dumpjson.py holds them equal).
 """
 from __future__ import annotations
 
-import json
 import struct
 import zlib
 from typing import Callable, Iterator
 
-from .codes import MSG_FIXED_SIZE_V4, MagicCode, SysFlag, named
-from .commitlog import BORN_V6, MESSAGE_MAGIC, STORE_V6, decode_record, host_text
-from .dump import Filters, _stop_row, named_value, record_row, render_body, sys_flag_names, transaction_name
+import numpy as np
+
+from .codes import MSG_FIXED_SIZE_V4, SysFlag
+from .commitlog import BORN_V6, MESSAGE_MAGIC, STORE_V6, decode_record
+from .dump import Filters, _stop_row, record_row
 from .errors import FormatError
-from .logscan import decode_end
-from .msgid import create_offset_msg_id
+from .dumpcols import ColumnWriter, encode_str, keys_json as _keys_json
+from .dumplines import LineParts
+from .logscan import decode_end, header_table, walk_array
 from .properties import parse_properties
 from .reader import CommitLogReader
 
@@ -33,11 +37,11 @@ _SLOW_FLAGS = BORN_V6 | STORE_V6 | int(SysFlag.COMPRESSED_FLAG)
 _PLAIN_BYTES = bytes(b for b in range(256) if b >= 0x20 and b not in b'"\\')
 _SEPARATORS = frozenset(b"\x01" + b"\x02\x01" * k for k in range(256))
 _CHUNK = 2000          # lines per write
-
-
-def encode_str(s: str) -> str:
-    """A JSON string literal exactly as json.dumps(ensure_ascii=False) writes it."""
-    return json.encoder.encode_basestring(s)
+_COLUMN_CHUNK = 2048   # records per ColumnWriter.lines call
+_FIRST_SPAN = 64 << 10   # bytes walked for the first column run of a file (a small --limit stays cheap)
+_MAX_SPAN = 4 << 20
+_RETRY_SPAN = 16 << 10  # bytes walked for a column run after one that took nothing
+_MOST_SINGLES_LOG2 = 6  # at most 64 records one by one between two column runs
 
 
 def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int | None,
@@ -50,7 +54,7 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
     """
     if body_mode not in BODY_MODES:
         raise ValueError(f"body mode {body_mode!r}")
-    fmt = _Formatter(body_mode, cap)
+    fmt = LineParts(body_mode, cap)
     lines: list[str] = []
     ends: list = []
     count = 0
@@ -62,6 +66,9 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
     crc32 = zlib.crc32
     topics, hosts, shapes = fmt.topic_parts, fmt.hosts, fmt.shapes
     body_none = body_mode == "none"
+    colw = ColumnWriter(fmt)
+    columns = not filtered
+    singles = misses = 0
     tail_none = ', "body_note": null, "body": null, "body_truncated": false, "body_encoding": "none"}\n'
     for mf in reader.files:
         if mf.end <= start_from:
@@ -72,8 +79,30 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
         base = mf.start
         name = mf.path.name
         head = '{"kind": "message", "file": ' + encode_str(name) + ', "commitlog_offset": '
+        span = _FIRST_SPAN
         detail = ""
         while pos + 8 <= end:
+            if columns and singles <= 0 and count < limit_n and (to_offset is None or base + pos < to_offset):
+                # Many records at once (dumpcols); what it leaves goes record by record below.
+                texts, n, pos, span = _column_run(colw, buf, pos, end, span, base, head, to_offset, limit_n - count)
+                if n:
+                    misses = 0
+                    if ends or lines:
+                        if lines:
+                            yield "".join(lines)
+                            lines = []
+                        for e in ends:
+                            yield _stop_row(*e)
+                        ends = []
+                    yield from texts
+                    count += n
+                    if count >= limit_n:
+                        return
+                    continue
+                # Records it leaves go one by one; after repeated misses, more of them each time.
+                misses += 1
+                singles = max(colw.odd, 1 << min(misses - 1, _MOST_SINGLES_LOG2))
+            singles -= 1
             try:
                 (size, magic, crc, qid, flag, qoff, phys, sf, bts, bip, bport, sts, sip, sport, rt, pto,
                  blen) = unpack(buf, pos)
@@ -189,10 +218,32 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
         yield _stop_row(*e)
 
 
-def _keys_json(keys: str) -> str:
-    """KEYS (space-separated, nothing to escape) as the JSON list record_row makes of it."""
-    ks = [k for k in keys.split(" ") if k] if "  " in keys or keys[0] == " " or keys[-1] == " " else keys.split(" ")
-    return '["' + '", "'.join(ks) + '"]' if ks else "[]"
+def _column_run(colw: ColumnWriter, buf, pos: int, end: int, span: int, base: int, head: str,
+                to_offset: int | None, most: int) -> tuple[list[str], int, int, int]:
+    """(lines in chunks, how many, where the next record starts, the next window) for the records from
+    `pos` that the column writer takes, walking a window of `span` bytes."""
+    first = _FIXED_V4.unpack_from(buf, pos)[0] if pos + 88 <= end else 0
+    positions, _ = walk_array(buf, pos, min(end, pos + max(span, first)))   # at least one record
+    if to_offset is not None and len(positions) and int(positions[-1]) + base >= to_offset:
+        positions = positions[:int(np.searchsorted(positions, to_offset - base))]
+    positions = positions[:most]
+    table, n_valid = header_table(buf, positions, end)
+    texts = []
+    taken = 0
+    while taken < n_valid:
+        n = min(_COLUMN_CHUNK, n_valid - taken)
+        part = {k: v[taken:taken + n] for k, v in table.items()} if taken or n < n_valid else table
+        text, k = colw.lines(buf, base, head, part, n)
+        if k:
+            texts.append(text)
+            taken += k
+        if k < n:
+            break
+    if taken == 0:
+        return texts, 0, pos, _RETRY_SPAN
+    last = taken - 1
+    nxt = int(positions[last]) + int(table["total_size"][last])
+    return texts, taken, nxt, min(span * 2, _MAX_SPAN) if taken == len(positions) else span
 
 
 def _matches(f: Filters, topic: str, qid: int, props: dict, store_ts: int) -> bool:
@@ -212,75 +263,3 @@ def _matches(f: Filters, topic: str, qid: int, props: dict, store_ts: int) -> bo
     if f.until is not None and store_ts > f.until:
         return False
     return True
-
-
-def _bound(cache: dict, most: int = 4096) -> None:
-    """Caches are emptied when full: repeating values refill them at once, unique ones must not
-    grow them without end."""
-    if len(cache) >= most:
-        cache.clear()
-
-
-class _Formatter:
-    """What repeats between records, encoded once per value; and the less common parts."""
-
-    def __init__(self, body_mode: str, cap: int | None):
-        self.body_mode = body_mode
-        self.cap = cap
-        self.tail_end = f', "body_encoding": {encode_str(body_mode)}}}\n'
-        self.magic = json.dumps(named_value(named(MagicCode, MESSAGE_MAGIC)))
-        self.topics: dict[bytes, tuple[str, str]] = {}
-        self.topic_parts: dict[tuple[bytes, int], str] = {}
-        self.hosts: dict[tuple, tuple[str, str, str, str]] = {}
-        self.shapes: dict[tuple[str, ...], tuple] = {}
-
-    def topic(self, raw: bytes) -> tuple[str, str]:
-        t = self.topics.get(raw)
-        if t is None:
-            text = raw.decode("utf-8", "replace")
-            _bound(self.topics)
-            t = self.topics[raw] = (text, encode_str(text))
-        return t
-
-    def topic_part(self, raw: bytes, qid: int) -> str:
-        """From the magic code to the queue offset key."""
-        _bound(self.topic_parts)
-        part = self.topic_parts[(raw, qid)] = (f'"magic": {self.magic}, "topic": {self.topic(raw)[1]}, '
-                                               f'"queue_id": {qid}, "queue_offset": ')
-        return part
-
-    def hosts_part(self, flag, sf, bip, bport, sip, sport, rt, pto) -> tuple[str, str, str, str]:
-        """(flag .. born timestamp key, born host .. store timestamp key, store host .. body CRC
-        key, message id prefix)."""
-        # The reference encoder on the four consecutive sysflag keys, braces cut off.
-        flags = json.dumps({"sys_flag": sf, "sys_flags": sys_flag_names(sf), "transaction": transaction_name(sf),
-                            "compression": None}, ensure_ascii=False)[1:-1]
-        _bound(self.hosts)      # prepared transaction offsets can differ on every record
-        h = self.hosts[(flag, sf, bip, bport, sip, sport, rt, pto)] = (
-            f'{flag}, {flags}, "born_timestamp": ',
-            f', "born_host": {encode_str(host_text(bip, bport))}, "store_timestamp": ',
-            f', "store_host": {encode_str(host_text(sip, sport))}, "reconsume_times": {rt}, '
-            f'"prepared_transaction_offset": {pto}, "body_crc": ',
-            create_offset_msg_id(sip, sport, 0)[:-16])
-        return h
-
-    def shape(self, names: tuple[str, ...]) -> tuple:
-        """(no key twice?, index of TAGS, KEYS, UNIQ_KEY among the values) for a list of keys."""
-        _bound(self.shapes)
-        s = self.shapes[names] = (len(set(names)) == len(names),
-                                  *(names.index(k) if k in names else None for k in ("TAGS", "KEYS", "UNIQ_KEY")))
-        return s
-
-    def props_parts(self, props: dict) -> tuple[str, str]:
-        """(properties JSON, the tags..uniq_key values) by the reference encoder."""
-        tags = props.get("TAGS")
-        uniq = props.get("UNIQ_KEY")
-        keys = [k for k in props.get("KEYS", "").split(" ") if k]
-        return (json.dumps(props, ensure_ascii=False),
-                f'{"null" if tags is None else encode_str(tags)}, "keys": {json.dumps(keys, ensure_ascii=False)}, '
-                f'"uniq_key": {"null" if uniq is None else encode_str(uniq)}')
-
-    def body_tail(self, body: bytes) -> str:
-        text, cut = render_body(body, self.body_mode, self.cap)
-        return (f', "body_note": null, "body": {"null" if text is None else encode_str(text)}, '
-                f'"body_truncated": {"true" if cut else "false"}{self.tail_end}')

@@ -2,18 +2,24 @@
 (dump_commitlog rows, the CLI's body rendering and JSON encoder), byte for byte."""
 from __future__ import annotations
 
+import random
 import shutil
 
+import numpy as np
 import pytest
 
 from mqtool.cli.output import json_line
 from mqtool.cli.output import render_body as cli_render_body
-from mqtool_store.dump import Filters, dump_commitlog
-from mqtool_store.dumpjson import commitlog_json, render_body
+from mqtool_store.dump import Filters, dump_commitlog, render_body
+from mqtool_store import dumpjson
+from mqtool_store.commitlog import new_record
+from mqtool_store.dumpcols import ColumnWriter, _hex16, _ints
+from mqtool_store.dumpjson import commitlog_json
 from mqtool_store.layout import StorePaths
 from mqtool_store.reader import CommitLogReader
+from mqtool_store.rowgroups import group_rows
 from tests.conftest import run_cli
-from tests.store.varied import damage, varied_records, write_commitlog
+from tests.store.varied import PLACEHOLDER, damage, varied_records, write_commitlog
 
 
 def reference_text(reader, f: Filters, body: str, cap) -> str:
@@ -116,3 +122,125 @@ def test_cli_writes_the_reference_bytes(damaged, tmp_path):
     assert proc.stdout == "".join(rows)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.count("mqtool: stopped reading") == "".join(rows).count('"kind": "stop"') >= 3
+
+
+# Runs of plain records, the column writer's input (store/dumpcols.py), mixed with records it
+# must leave to the record-by-record path; each layout comes in runs of varying length so runs
+# start and end everywhere (inside a column chunk, at its edges, at file ends).
+PLAIN_LAYOUTS = [
+    "KEYS\x01k{i}\x02TAGS\x01Tag{t}\x02UNIQ_KEY\x01{u}\x02CLUSTER\x01DefaultCluster",
+    "UNIQ_KEY\x01{u}\x02CLUSTER\x01c\x02TAGS\x01Tag{t}",                    # no KEYS
+    "KEYS\x01k{i} k{i}x\x02WAIT\x01true",                                   # two keys; no TAGS, UNIQ_KEY
+    "KEYS\x01k{i}\x02TAGS\x01Tag{t}\x02",                                   # the C++ client's trailing 0x02
+    "TAGS\x01标签{t}\x02KEYS\x01ключ{i}\x02note\x01🎉 \u2028 é",
+    "TAGS\x01" + PLACEHOLDER.decode() + "{t}\x02KEYS\x01k{i}",              # invalid UTF-8 (replaced)
+    "KEYS\x01  k{i}  lead\x02TAGS\x01t",                                    # keys with runs of spaces
+    "KEYS\x01k{i}",
+    "a\x01b\x02a\x01c{i}",                                                  # a key twice: the last wins
+    "TAGS\x01\x02KEYS\x01k{i}",                                             # an empty value
+    "TAGS\x01x\x02\x02KEYS\x01k{i}",                                        # an empty piece
+    'TAGS\x01q"uote{t}',                                                    # something to escape
+    "",                                                                     # no properties
+]
+PLAIN_TOPICS = ["Orders", "话题", "T" * 15, "T" * 16, "%RETRY%GID_long_consumer_group", "Orders"]
+
+
+def plain_records(n: int, seed: int = 11) -> list:
+    rnd = random.Random(seed)
+    out = []
+    layout, left = 0, 0
+    for i in range(n):
+        if left == 0:
+            layout, left = rnd.randrange(len(PLAIN_LAYOUTS)), rnd.choice([1, 2, 3, 7, 30, 90])
+        left -= 1
+        body = rnd.choice([b"", b"body %d" % i, "ünï ✓".encode(), bytes(rnd.randrange(256) for _ in range(33)),
+                           b"x" * 5000])
+        rec = new_record(rnd.choice(PLAIN_TOPICS), body,
+                         properties_text=PLAIN_LAYOUTS[layout].format(i=i, t=i % 3, u=f"{i:032X}"),
+                         queue_id=rnd.choice([0, 1, 3, -1, 2**31 - 1]), queue_offset=rnd.choice([i, -i, 2**40 + i]),
+                         flag=rnd.choice([0, 0, 0, 7, -1]), born_timestamp=rnd.choice([1_700_000_000_000 + i, -5, 0]),
+                         store_timestamp=1_700_000_000_100 + i if i % 50 else -1,
+                         born_host=(bytes([10, 0, 0, 1 + i % 2]), rnd.choice([50000, 50001, 2**31 - 1])),
+                         store_host=(b"\x7f\0\0\x01", 10911), reconsume_times=rnd.choice([0, 0, 0, 2]),
+                         sys_flag=rnd.choice([0, 0, 0, 0x4, 0x8, 0x2, 0x1]),
+                         prepared_transaction_offset=rnd.choice([0, 0, 0, 123456]))
+        if i % 41 == 5:
+            rec.body_crc ^= 1                 # a wrong body CRC
+        out.append(rec)
+    return out
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    d = tmp_path_factory.mktemp("plain") / "commitlog"
+    write_commitlog(d, plain_records(3000), file_size=256 * 1024)
+    return d
+
+
+@pytest.fixture
+def taken(monkeypatch):
+    """How many records the column writer wrote (the tests must exercise it, not only the
+    record-by-record path)."""
+    counts = {"records": 0, "runs": 0}
+    lines = ColumnWriter.lines
+
+    def counting(self, *args):
+        text, n = lines(self, *args)
+        counts["records"] += n
+        counts["runs"] += n > 0
+        return text, n
+    monkeypatch.setattr(ColumnWriter, "lines", counting)
+    return counts
+
+
+@pytest.mark.parametrize("body,cap", [("none", None), ("text", None), ("hex", None), ("base64", None),
+                                      ("text", 0), ("text", 6), ("hex", 3), ("base64", -1), ("none", 2)])
+def test_column_runs_are_the_reference_bytes(plain, taken, body, cap):
+    text = assert_same(plain, Filters(), body, cap)
+    assert text.count('"kind": "message"') == 3000
+    assert taken["records"] > 1000 and taken["runs"] > 20
+
+
+@pytest.mark.parametrize("chunk,span,singles", [(1, 200, 1), (7, 3000, 2), (64, 1 << 20, 5)])
+def test_column_runs_cut_anywhere(plain, damaged, taken, monkeypatch, chunk, span, singles):
+    monkeypatch.setattr(dumpjson, "_COLUMN_CHUNK", chunk)
+    monkeypatch.setattr(dumpjson, "_FIRST_SPAN", span)
+    monkeypatch.setattr(dumpjson, "_MAX_SPAN", span * 4)
+    monkeypatch.setattr(dumpjson, "_RETRY_SPAN", span // 2)
+    monkeypatch.setattr(dumpjson, "_MOST_SINGLES_LOG2", singles)
+    assert_same(plain, Filters(), "text", 5)
+    for f in (Filters(limit=1), Filters(limit=333), Filters(from_offset=300_000, to_offset=700_001),
+              Filters(to_offset=256 * 1024), Filters(from_offset=256 * 1024 + 1, limit=1000)):
+        assert_same(plain, f)
+    assert_same(damaged, Filters(), "none")
+    assert taken["records"] > 1000
+
+
+def test_column_runs_on_fixture_stores(basic_store, crashed_store, taken):
+    for store in (basic_store, crashed_store):
+        assert_same(StorePaths.of(store).commitlog, Filters(), "text")
+    assert taken["records"] > 2000
+
+
+def test_hex16_and_small_ints():
+    values = np.array([0, 1, 255, 0x7FFFFFFFFFFFFFFF, 4095, 4096, 123456789012], dtype=np.int64)
+    assert _hex16(values) == [f"{v:016X}" for v in values.tolist()]
+    assert _ints(values) == [str(v) for v in values.tolist()]
+    assert _ints(np.array([-1, 3])) == ["-1", "3"]
+    assert _hex16(values[:1]) == ["0000000000000000"] and _ints(values[:0]) == []
+
+
+def test_group_rows_is_exact():
+    rnd = np.random.default_rng(5)
+    a = rnd.integers(0, 5, 5000)
+    b = rnd.integers(-3, 3, 5000).astype(">i4")
+    group, reps = group_rows([a, b])
+    assert len(reps) == len({(x, y) for x, y in zip(a.tolist(), b.tolist())})
+    for g, r in enumerate(reps.tolist()):
+        rows = np.flatnonzero(group == g)
+        assert (a[rows] == a[r]).all() and (b[rows] == b[r]).all()
+    # Different rows that share a slot: undecided, never merged.
+    many = np.arange(100_000, dtype=np.int64)
+    assert group_rows([many]) is None
+    one = np.full(10, 7)
+    assert group_rows([one])[1].tolist() == [0]
