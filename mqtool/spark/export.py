@@ -203,7 +203,7 @@ def write_export(spark, scans: list[FileScan], out: str, selection: Selection, p
 
 def _write_tasks(spark, splits: list[Split], selection: Selection, out: str, partition_by, mode: str) -> dict:
     """Each task decodes one split and writes its files; the driver commits them (writer.Job)."""
-    from mqtool.spark.columns import fast_batches
+    from mqtool.spark.columns import Timer, fast_batches
     from mqtool.spark.writer import Job, write_task
     job = Job(str(out), mode)
     fs, staging, job_id, schema, parts = job.fs, job.staging, job.job, arrow_schema(), list(partition_by or [])
@@ -212,7 +212,10 @@ def _write_tasks(spark, splits: list[Split], selection: Selection, out: str, par
         from pyspark import TaskContext
         attempt = TaskContext.get().attemptNumber()
         for index, split in items:
-            yield write_task(fs, staging, job_id, index, attempt, fast_batches(split, selection), schema, parts)
+            timer = Timer()
+            root, files = write_task(fs, staging, job_id, index, attempt, fast_batches(split, selection, timer=timer),
+                                     schema, parts, timer)
+            yield root, files, timer.seconds
     job.start()
     try:
         t0 = time.perf_counter()
@@ -223,9 +226,13 @@ def _write_tasks(spark, splits: list[Split], selection: Selection, out: str, par
     except BaseException:
         job.abort()
         raise
-    done = job.commit(results, schema, parts)
+    done = job.commit([r[:2] for r in results], schema, parts)
+    phases: dict[str, float] = {}
+    for *_, seconds in results:
+        for k, v in seconds.items():
+            phases[k] = phases.get(k, 0.0) + v
     return {"tasks_seconds": round(t1 - t0, 3), "commit_seconds": round(time.perf_counter() - t1, 3),
-            "files": done["files"]}
+            "files": done["files"], "task_phases_seconds": {k: round(v, 2) for k, v in phases.items()}}
 
 
 def _write_jvm(spark, splits: list[Split], selection: Selection, out: str, partition_by, mode: str) -> None:

@@ -166,7 +166,7 @@ class TaskFiles:
         return self.files
 
 
-def write_task(fs, staging: str, job: str, index: int, attempt: int, batches, schema, partition_by):
+def write_task(fs, staging: str, job: str, index: int, attempt: int, batches, schema, partition_by, timer=None):
     """Write one split's batches into `staging/attempt-INDEX-ATTEMPT`; returns what the driver
     commits: (attempt directory, [[relative path, rows], ...]). A failing attempt removes its
     directory before the error goes to Spark."""
@@ -176,7 +176,12 @@ def write_task(fs, staging: str, job: str, index: int, attempt: int, batches, sc
     try:
         for batch in batches:
             files.add(batch)
-        return root, files.close()
+            if timer:
+                timer.lap("parquet")
+        written = files.close()
+        if timer:
+            timer.lap("parquet")
+        return root, written
     except BaseException:
         try:
             files._close_writers()
