@@ -42,8 +42,9 @@ class Timer:
         self._t = now
 
 
-def gather(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """arr[s:s + l] of every range, concatenated, and the int64 offsets of each range in it."""
+def gather(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray, clamp: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """arr[s:s + l] of every range, concatenated, and the int64 offsets of each range in it.
+    `clamp`: ranges may run one byte past the end of arr (the caller overwrites those bytes)."""
     lens = lens.astype(np.int64, copy=False)
     offsets = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
@@ -52,6 +53,8 @@ def gather(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.nd
         return np.zeros(0, dtype=np.uint8), offsets
     idx = np.arange(total, dtype=np.int64)
     idx += np.repeat(starts.astype(np.int64, copy=False) - offsets[:-1], lens)
+    if clamp:
+        np.minimum(idx, len(arr) - 1, out=idx)
     return arr[idx], offsets
 
 
@@ -140,9 +143,9 @@ def _properties(pa, pc, arr, props_pos, props_len):
     """(properties map, tags, keys list, uniq_key) columns, or None when a record's properties
     need the reference's rules (a key twice) or are not UTF-8."""
     n = len(props_pos)
-    # Each record's text followed by one PROPERTY_SEPARATOR, so pieces never cross records.
-    data, roff = gather(arr, props_pos, props_len + 1)
-    data = data.copy()
+    # Each record's text followed by one PROPERTY_SEPARATOR, so pieces never cross records (the
+    # byte read for it is the next record's, or past the buffer when the record ends it).
+    data, roff = gather(arr, props_pos, props_len + 1, clamp=True)
     data[roff[1:] - 1] = _PIECE
     piece_end = np.flatnonzero(data == _PIECE)
     piece_start = np.empty_like(piece_end)

@@ -38,6 +38,7 @@ def odd_store(root: Path) -> None:
         dict(properties={"TAGS": "z"}, body=zlib.compress(b"inflated " * 20), sys_flag=0x1),
         dict(properties={"TAGS": "bad"}, body=b"not zlib at all", sys_flag=0x1),        # kept as stored
         dict(properties={"TAGS": "%DLQ%"}, topic="%DLQ%g=1/x"),
+        dict(properties_text=""),                  # last: its properties end the split's buffer (URI)
     ]
     data = bytearray()
     for i, spec in enumerate(specs):
@@ -83,7 +84,8 @@ def test_fast_decoder_matches_reference_row_for_row(basic_store, tmp_path):
     truth = write_store(tmp_path / "gen")
     assert assert_fast_equals_reference(tmp_path / "gen") == len(truth)
     odd_store(tmp_path / "odd")
-    assert assert_fast_equals_reference(tmp_path / "odd") == 10
+    assert assert_fast_equals_reference(tmp_path / "odd") == 11
+    assert assert_fast_equals_reference(f"file://{tmp_path / 'odd'}") == 11    # buffers of exactly the split
     dup_and_latin1_store(tmp_path / "dup")
     assert assert_fast_equals_reference(tmp_path / "dup") == 2
     assert assert_fast_equals_reference(tmp_path / "dup", batch_rows=1) == 2     # each reason on its own
@@ -97,6 +99,7 @@ def test_fast_decoder_matches_reference_row_for_row(basic_store, tmp_path):
     assert rows[0]["keys"] == ["x", "y"] and rows[2]["properties"] == [("TAGS", "c\x01d")]
     assert rows[2]["keys"] == [] and rows[3]["tags"] is None and rows[7]["body"] == b"inflated " * 20
     assert rows[6]["store_host"] == "[2001:db8::1]:40000" and len(rows[6]["msg_id"]) == 56
+    assert rows[10]["properties"] == [] and rows[10]["keys"] == [] and rows[10]["uniq_key"] is None
     # With filters: the same rows as the reference picks.
     sel = Selection(("Ord*", "Logs"), T0 + 1_000_000, None, queue_offsets=parse_queue_offsets(
         '{"Orders": {"1": [2, 50], "3": [[0, 1], [10, null]]}, "Logs": [0, 30]}'))
