@@ -3,12 +3,16 @@
 Two Spark stages: `source.plan` walks each commitlog file's headers (one task per file) into
 record-aligned splits, validating every header, counting the rows per topic that the
 selection keeps and noting where a file's valid data ends; then one task per split decodes
-the selected records with `store.commitlog.decode_record` and hands Arrow batches to Spark
-(`mapInArrow`), which writes Parquet. Bodies are written inflated (what a consumer receives);
-`sys_flag` keeps the compression bits, and a body whose codec is missing stays as stored.
+the selected records vectorised (`columns.fast_batches`) and writes its own Parquet files with
+pyarrow, which the driver commits when every task has succeeded (`writer`): Spark schedules,
+the JVM never sees a row. `split_batches` (one `decode_record` per record) is the reference
+decoder the fast one is tested against, and `writer="jvm"` the previous path (mapInArrow into
+Spark's Parquet writer). Bodies are written inflated (what a consumer receives); `sys_flag`
+keeps the compression bits, and a body whose codec is missing stays as stored.
 """
 from __future__ import annotations
 
+import time
 import warnings
 import zlib
 from pathlib import Path
@@ -34,6 +38,7 @@ COLUMNS = [
 SCHEMA_DDL = ", ".join(f"{n} {t}" for n, t in COLUMNS)
 PARTITION_COLUMNS = ("topic", "store_date", "queue_id")
 MODES = ("overwrite", "append", "error")
+WRITERS = ("tasks", "jvm")
 BATCH_ROWS = 8192
 DAY_MS = 86_400_000
 
@@ -62,7 +67,14 @@ def selected_positions(buf, base: int, split: Split, selection: Selection):
 
 
 def split_batches(split: Split, selection: Selection, batch_rows: int = BATCH_ROWS):
-    """The selected records of one split as pyarrow RecordBatches in COLUMNS order."""
+    """The selected records of one split as pyarrow RecordBatches in COLUMNS order: the reference
+    decoder (one `decode_record` per record) that `columns.fast_batches` is held to."""
+    with open_range(split.path, split.start, split.end) as (buf, base):
+        yield from reference_batches(buf, base, split, selected_positions(buf, base, split, selection), batch_rows)
+
+
+def reference_batches(buf, base: int, split: Split, positions, batch_rows: int = BATCH_ROWS):
+    """Records at `positions` of buf (bytes of split's file from `base`) decoded one by one."""
     import pyarrow as pa
     schema = arrow_schema()
     hosts: dict = {}
@@ -73,48 +85,47 @@ def split_batches(split: Split, selection: Selection, batch_rows: int = BATCH_RO
             h = hosts[(ip, port)] = host_text(ip, port)
         return h
 
-    with open_range(split.path, split.start, split.end) as (buf, base):
-        cols = [[] for _ in COLUMNS]
-        (topic, qid, qoff, cl_off, size, body_c, crc_c, crc_ok, flag, sysf, born_ts, born_h, store_ts, store_h,
-         recon, prep, tags, keys, msg_id, uniq, props, date) = cols
-        for pos in selected_positions(buf, base, split, selection).tolist():
-            rec = decode_record(buf, pos, split.end - base)
-            off = split.file_start + base + pos
-            stored = body = rec.body
-            if rec.sys_flag & 1:            # COMPRESSED_FLAG (a plain int test: IntFlag ops are slow here)
-                try:
-                    body = decompress(stored, rec.sys_flag)
-                except StoreError:
-                    body = stored           # codec not installed or bad stream: keep the bytes as stored
-            p = rec.properties
-            topic.append(rec.topic)
-            qid.append(rec.queue_id)
-            qoff.append(rec.queue_offset)
-            cl_off.append(off)
-            size.append(rec.total_size)
-            body_c.append(body)
-            crc_c.append(rec.body_crc)
-            crc_ok.append(zlib.crc32(stored) & 0x7FFFFFFF == rec.body_crc)
-            flag.append(rec.flag)
-            sysf.append(rec.sys_flag)
-            born_ts.append(rec.born_timestamp)
-            born_h.append(host(rec.born_ip, rec.born_port))
-            store_ts.append(rec.store_timestamp)
-            store_h.append(host(rec.store_ip, rec.store_port))
-            recon.append(rec.reconsume_times)
-            prep.append(rec.prepared_transaction_offset)
-            tags.append(p.get(Prop.TAGS))
-            keys.append([k for k in p.get(Prop.KEYS, "").split(" ") if k])
-            msg_id.append(create_offset_msg_id(rec.store_ip, rec.store_port, off))
-            uniq.append(p.get(Prop.UNIQ_KEY))
-            props.append(list(p.items()))
-            date.append(rec.store_timestamp // DAY_MS)
-            if len(topic) >= batch_rows:
-                yield _batch(pa, schema, cols)
-                for c in cols:
-                    c.clear()
-        if topic:
+    cols = [[] for _ in COLUMNS]
+    (topic, qid, qoff, cl_off, size, body_c, crc_c, crc_ok, flag, sysf, born_ts, born_h, store_ts, store_h,
+     recon, prep, tags, keys, msg_id, uniq, props, date) = cols
+    for pos in positions.tolist():
+        rec = decode_record(buf, pos, split.end - base)
+        off = split.file_start + base + pos
+        stored = body = rec.body
+        if rec.sys_flag & 1:            # COMPRESSED_FLAG (a plain int test: IntFlag ops are slow here)
+            try:
+                body = decompress(stored, rec.sys_flag)
+            except StoreError:
+                body = stored           # codec not installed or bad stream: keep the bytes as stored
+        p = rec.properties
+        topic.append(rec.topic)
+        qid.append(rec.queue_id)
+        qoff.append(rec.queue_offset)
+        cl_off.append(off)
+        size.append(rec.total_size)
+        body_c.append(body)
+        crc_c.append(rec.body_crc)
+        crc_ok.append(zlib.crc32(stored) & 0x7FFFFFFF == rec.body_crc)
+        flag.append(rec.flag)
+        sysf.append(rec.sys_flag)
+        born_ts.append(rec.born_timestamp)
+        born_h.append(host(rec.born_ip, rec.born_port))
+        store_ts.append(rec.store_timestamp)
+        store_h.append(host(rec.store_ip, rec.store_port))
+        recon.append(rec.reconsume_times)
+        prep.append(rec.prepared_transaction_offset)
+        tags.append(p.get(Prop.TAGS))
+        keys.append([k for k in p.get(Prop.KEYS, "").split(" ") if k])
+        msg_id.append(create_offset_msg_id(rec.store_ip, rec.store_port, off))
+        uniq.append(p.get(Prop.UNIQ_KEY))
+        props.append(list(p.items()))
+        date.append(rec.store_timestamp // DAY_MS)
+        if len(topic) >= batch_rows:
             yield _batch(pa, schema, cols)
+            for c in cols:
+                c.clear()
+    if topic:
+        yield _batch(pa, schema, cols)
 
 
 def _batch(pa, schema, cols):
@@ -143,25 +154,93 @@ def output_exists(out: str) -> bool:
 
 
 def run_export(spark, root, out: str, selection: Selection | None = None, partition_by=None, mode: str = "error",
-               split_bytes: int = SPLIT_BYTES) -> dict:
-    """Plan, decode and write; returns the summary. Corrupt ranges are reported, intact records written."""
+               split_bytes: int = SPLIT_BYTES, writer: str = "tasks") -> dict:
+    """Plan, decode and write; returns the summary. Corrupt ranges are reported, intact records written.
+
+    writer "tasks" (the default): tasks decode with `columns.fast_batches` and write Parquet
+    themselves, the driver commits (`writer.Job`). "jvm": the previous path, kept to compare
+    against: the reference decoder into `mapInArrow` and Spark's own Parquet writer.
+    """
     selection = selection or Selection()
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
+    if writer not in WRITERS:
+        raise ValueError(f"writer must be one of {WRITERS}")
+    t0 = time.perf_counter()
+    scans = plan_export(spark, root, selection, split_bytes)
+    result = write_export(spark, scans, out, selection, partition_by, mode, writer)
+    result["timings"]["plan_seconds"] = round(time.perf_counter() - t0 - result["timings"]["write_seconds"], 3)
+    return result
+
+
+def plan_export(spark, root, selection: Selection, split_bytes: int = SPLIT_BYTES) -> list[FileScan]:
+    """The plan stage: every commitlog file's splits and selected rows. Raises when there is nothing."""
     scans = plan(spark, str(root), split_bytes, selection)
     if not scans:
         raise NotFoundError("the store has no commitlog files: nothing to export", path=root)
     if not any(s.records for s in scans) and not any(s.bad for s in scans):
         raise NotFoundError("the store's commitlog holds no messages: nothing to export", path=root)
+    return scans
+
+
+def write_export(spark, scans: list[FileScan], out: str, selection: Selection, partition_by=None,
+                 mode: str = "error", writer: str = "tasks") -> dict:
+    """The write stage of a plan: one task per split. A split whose file changed since the plan
+    fails its task, and the job with it (nothing is committed)."""
     result = summarize(scans)
     splits = [sp for s in scans for sp in s.splits]
+    t0 = time.perf_counter()
+    describe(spark.sparkContext, f"export: decode {len(splits)} splits, write Parquet")
+    if writer == "jvm":
+        _write_jvm(spark, splits, selection, out, partition_by, mode)
+        timings = {}
+    else:
+        timings = _write_tasks(spark, splits, selection, out, partition_by, mode)
+    result.update(out=str(out), mode=mode, partition_by=list(partition_by or []),
+                  timings={"write_seconds": round(time.perf_counter() - t0, 3), **timings})
+    return result
 
+
+def _write_tasks(spark, splits: list[Split], selection: Selection, out: str, partition_by, mode: str) -> dict:
+    """Each task decodes one split and writes its files; the driver commits them (writer.Job)."""
+    from mqtool.spark.columns import Timer, fast_batches
+    from mqtool.spark.writer import Job, write_task
+    job = Job(str(out), mode)
+    fs, staging, job_id, schema, parts = job.fs, job.staging, job.job, arrow_schema(), list(partition_by or [])
+
+    def task(items):
+        from pyspark import TaskContext
+        attempt = TaskContext.get().attemptNumber()
+        for index, split in items:
+            timer = Timer()
+            root, files = write_task(fs, staging, job_id, index, attempt, fast_batches(split, selection, timer=timer),
+                                     schema, parts, timer)
+            yield root, files, timer.seconds
+    job.start()
+    try:
+        t0 = time.perf_counter()
+        # One split per partition, so every task decodes one split.
+        results = spark.sparkContext.parallelize(list(enumerate(splits)), max(1, len(splits))).mapPartitions(
+            task).collect()
+        t1 = time.perf_counter()
+    except BaseException:
+        job.abort()
+        raise
+    done = job.commit([r[:2] for r in results], schema, parts)
+    phases: dict[str, float] = {}
+    for *_, seconds in results:
+        for k, v in seconds.items():
+            phases[k] = phases.get(k, 0.0) + v
+    return {"tasks_seconds": round(t1 - t0, 3), "commit_seconds": round(time.perf_counter() - t1, 3),
+            "files": done["files"], "task_phases_seconds": {k: round(v, 2) for k, v in phases.items()}}
+
+
+def _write_jvm(spark, splits: list[Split], selection: Selection, out: str, partition_by, mode: str) -> None:
     def decode(batches):
         for b in batches:
             for row in b.to_pylist():
                 yield from split_batches(Split(**row), selection)
     sc = spark.sparkContext
-    describe(sc, f"export: decode {len(splits)} splits, write Parquet")
     rows = [(s.path, s.file_start, s.start, s.end) for s in splits]
     # One split per partition, so every task decodes one split (a DataFrame repartition would not promise it).
     split_df = spark.createDataFrame(sc.parallelize(rows, max(1, len(rows))),
@@ -173,18 +252,30 @@ def run_export(spark, root, out: str, selection: Selection | None = None, partit
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.parquet(str(out))
-    result.update(out=str(out), mode=mode, partition_by=list(partition_by or []))
-    return result
 
 
-def export_local(root, out: str, selection: Selection | None = None, split_bytes: int = SPLIT_BYTES) -> dict:
-    """Single process, no Spark: the same plan, decoder and Arrow batches into one Parquet file."""
-    import pyarrow.parquet as pq
+def export_local(root, out: str, selection: Selection | None = None, split_bytes: int = SPLIT_BYTES,
+                 decoder: str = "fast", timer=None) -> dict:
+    """Single process, no Spark: the same plan, decoder and Parquet writer as a task of `run_export`
+    (`columns.fast_batches` into `writer.TaskFiles`), every split in turn into one file in the
+    directory `out` (the benchmark's baseline). decoder "reference": `split_batches` instead."""
+    from mqtool.spark.columns import Timer, fast_batches
+    from mqtool.spark.writer import TaskFiles, output_fs
     selection = selection or Selection()
+    timer = timer or Timer()
     scans = local_plan(str(root), split_bytes, selection)
-    with pq.ParquetWriter(out, arrow_schema()) as writer:
-        for s in scans:
-            for sp in s.splits:
-                for batch in split_batches(sp, selection):
-                    writer.write_batch(batch)
+    timer.lap("plan")
+    fs, path = output_fs(out)
+    fs.create_dir(path, recursive=True)
+    files = TaskFiles(fs, path, arrow_schema(), "00000-local", [])
+    for s in scans:
+        for sp in s.splits:
+            batches = fast_batches(sp, selection, timer=timer) if decoder == "fast" else split_batches(sp, selection)
+            for batch in batches:
+                if decoder != "fast":
+                    timer.lap("reference decode")
+                files.add(batch)
+                timer.lap("parquet")
+    files.close()
+    timer.lap("parquet")
     return summarize(scans)

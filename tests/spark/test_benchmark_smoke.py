@@ -20,6 +20,8 @@ def test_spark_export_benchmark_quick_mode():
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["data"]["records"] > 100_000 and result["machine"]["cores"]
     assert result["baseline"]["single_process_pyarrow"]["msg_per_s"] > 0
+    assert result["baseline"]["single_process_pyarrow"]["phases_seconds"]["parquet"] > 0
     for run in ("local[1]", "local[2]"):
         assert result["spark"][run]["MBps"] > 0 and result["spark"][run]["splits"] >= 4
         assert result["spark"][run]["vs_single_process"] > 0
+        assert result["spark"][run]["stages_seconds"]["tasks_seconds"] > 0 and result["spark"][run]["cpu_seconds"]
