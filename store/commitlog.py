@@ -276,6 +276,48 @@ def decode_record(buf, pos: int = 0, end: int | None = None, check_crc: bool = F
                          prepared, body, topic, props_text)
 
 
+def decode_records(buf: bytes) -> list[MessageRecord]:
+    """Every record of `buf`, whole records back to back (a pull answer's body), as decode_record
+    reads each: the usual record (magic V1, IPv4 hosts, every length in place) with one unpack and
+    its topic text cached; anything else, including any defect, by decode_record itself, which
+    raises the FormatError."""
+    out = []
+    end_all = len(buf)
+    pos = 0
+    topics: dict[bytes, str] = {}
+    unpack = _FIXED_V4.unpack_from
+    while pos < end_all:
+        if pos + 88 <= end_all:
+            (total_size, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_ip, born_port,
+             store_ts, store_ip, store_port, reconsume, prepared, body_len) = unpack(buf, pos)
+            rec_end = pos + total_size
+            p = pos + 88 + body_len
+            if (magic == MESSAGE_MAGIC and not sys_flag & (BORN_V6 | STORE_V6) and body_len >= 0
+                    and total_size >= MSG_FIXED_SIZE_V4 and rec_end <= end_all and p + 3 <= rec_end):
+                topic_len = buf[p]
+                q = p + 1 + topic_len
+                if topic_len < 128 and q + 2 <= rec_end:
+                    props_len = (buf[q] << 8) | buf[q + 1]
+                    if props_len < 0x8000 and q + 2 + props_len == rec_end:
+                        raw = buf[p + 1:q]
+                        topic = topics.get(raw)
+                        if topic is None:
+                            topic = topics[raw] = bytes(raw).decode("utf-8", "replace")
+                        body = buf[pos + 88:p]
+                        if type(body) is not bytes:
+                            body = bytes(body)
+                        out.append(MessageRecord(
+                            total_size, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_ip,
+                            born_port, store_ts, store_ip, store_port, reconsume, prepared, body, topic,
+                            bytes(buf[q + 2:rec_end]).decode("utf-8", "replace")))
+                        pos = rec_end
+                        continue
+        rec = decode_record(buf, pos)
+        out.append(rec)
+        pos += rec.total_size
+    return out
+
+
 def _I32_AT(buf, pos: int) -> int:
     return _I32.unpack_from(buf, pos)[0]
 

@@ -12,7 +12,8 @@ from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingCommandError, RemotingConnectError, RemotingError
-from mqtool_store.commitlog import MessageRecord, decode_record
+from mqtool_store.commitlog import MessageRecord
+from mqtool_store.commitlog import decode_records as decode_all
 from mqtool_store.compression import decompress
 from mqtool_store.errors import StoreError
 
@@ -36,17 +37,14 @@ def decode_records(body: bytes) -> list[MessageRecord]:
     """A pull answer's records, bodies inflated. A body flagged compressed that does not inflate
     (not that codec, or its library missing) is handed over as stored, with a warning: Java's
     MessageDecoder drops it and every record after it in the batch, which loses them for good."""
-    out, p = [], 0
-    while p < len(body):
-        rec = decode_record(body, p)
+    out = decode_all(body)
+    for rec in out:
         if rec.sys_flag & 0x1:
             try:
                 rec.body = decompress(rec.body, rec.sys_flag)
             except StoreError as exc:
                 log.warning("message at commit log offset %d of %s: %s; its body is given as stored",
                             rec.physical_offset, rec.topic, exc)
-        out.append(rec)
-        p += rec.total_size
     return out
 
 

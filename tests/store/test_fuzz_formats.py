@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from mqtool_store import configfiles
 from mqtool_store.checkpoint import CheckpointSchema, Checkpoint, decode_checkpoint
 from mqtool_store.codes import CHECKPOINT_FILE_SIZE, MSG_FIXED_SIZE_V4
-from mqtool_store.commitlog import (MessageRecordSchema, decode_record, encode_blank, encode_record, new_record,
-                                    record_from_schema)
+from mqtool_store.commitlog import (MessageRecordSchema, decode_record, decode_records, encode_blank, encode_record,
+                                    new_record, record_from_schema)
 from mqtool_store.compression import decompress
 from mqtool_store.consumequeue import CqUnitSchema, encode_unit, read_units, valid_prefix
 from mqtool_store.errors import FormatError
@@ -345,3 +345,36 @@ def test_compressed_body_of_any_bytes_inflates_or_raises_format_error(raw, sys_f
         decompress(raw, sys_flag)
     except FormatError:
         pass
+
+
+def _one_by_one(buf: bytes):
+    """decode_records' reference: decode_record at each record's start."""
+    out, pos = [], 0
+    try:
+        while pos < len(buf):
+            rec = decode_record(buf, pos)
+            out.append(rec)
+            pos += rec.total_size
+    except FormatError as exc:
+        return "FormatError", str(exc)
+    return out
+
+
+def _all_at_once(buf: bytes):
+    try:
+        return decode_records(buf)
+    except FormatError as exc:
+        return "FormatError", str(exc)
+
+
+@given(st.lists(records(), max_size=6))
+def test_a_run_of_records_decodes_as_one_record_at_a_time(recs):
+    buf = b"".join(encode_record(r) for r in recs)
+    assert decode_records(buf) == recs == _one_by_one(buf)
+
+
+@given(st.data())
+def test_a_damaged_run_decodes_or_fails_as_one_record_at_a_time(data):
+    buf = _mutate(b"".join(encode_record(r) for r in data.draw(st.lists(records(), min_size=1, max_size=4))),
+                  data.draw)
+    assert _all_at_once(buf) == _one_by_one(buf)
