@@ -374,9 +374,14 @@ def wait_report(fake: FakeMaster, want: int, timeout: float = 5) -> None:
 
 
 def cq_hits(store: Path, rec: dict) -> int:
-    """How many units of its consume queue point at this record."""
+    """How many units of its consume queue point at this record (0 while the slave is still creating
+    a file of it: a `.creating` name is renamed under the listing, and the caller asks again)."""
     qdir = store / "consumequeue" / rec["topic"] / str(rec["queue_id"])
-    units = b"".join(p.read_bytes() for p in sorted(qdir.iterdir())) if qdir.is_dir() else b""
+    try:
+        units = b"".join(p.read_bytes() for p in sorted(qdir.iterdir()) if not p.name.endswith(".creating")) \
+            if qdir.is_dir() else b""
+    except FileNotFoundError:
+        return 0
     return sum(1 for off, size, _ in CQ_UNIT.iter_unpack(units[:len(units) - len(units) % 20])
                if off == rec["commit_log_offset"] and size == rec["store_size"])
 
