@@ -88,12 +88,8 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
                 if n:
                     misses = 0
                     if ends or lines:
-                        if lines:
-                            yield "".join(lines)
-                            lines = []
-                        for e in ends:
-                            yield _stop_row(*e)
-                        ends = []
+                        yield from _flushed(lines, ends)
+                        lines, ends = [], []
                     yield from texts
                     count += n
                     if count >= limit_n:
@@ -133,12 +129,8 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
                     if shape is None:
                         props = parse_properties(text)
                     if ends:
-                        if lines:
-                            yield "".join(lines)
-                            lines = []
-                        for e in ends:
-                            yield _stop_row(*e)
-                        ends = []
+                        yield from _flushed(lines, ends)
+                        lines, ends = [], []
                     if to_offset is not None and base + pos >= to_offset:
                         if lines:
                             yield "".join(lines)
@@ -189,12 +181,8 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
                 break
             size = rec.total_size
             if ends:
-                if lines:
-                    yield "".join(lines)
-                    lines = []
-                for e in ends:
-                    yield _stop_row(*e)
-                ends = []
+                yield from _flushed(lines, ends)
+                lines, ends = [], []
             if to_offset is not None and base + pos >= to_offset:
                 if lines:
                     yield "".join(lines)
@@ -263,3 +251,11 @@ def _matches(f: Filters, topic: str, qid: int, props: dict, store_ts: int) -> bo
     if f.until is not None and store_ts > f.until:
         return False
     return True
+
+
+def _flushed(lines: list[str], ends: list):
+    """The lines made so far as one text, then the stop rows noted after them (the caller empties both)."""
+    if lines:
+        yield "".join(lines)
+    for e in ends:
+        yield _stop_row(*e)
