@@ -26,6 +26,10 @@ SERVER_IDLE_S = 120.0   # NettyServerConfig.serverChannelMaxIdleTimeSeconds' def
 SWEEP_S = 0.05          # how often a connection with requests in flight looks for timed-out ones
 FLUSH_FRAMES = 32        # a loop turn answering more frames than this writes them as it goes: the peer
                          # starts on the first answers while the rest are made (pipelining)
+EAGER_IN_FLIGHT = 8      # a request sent with at most this many in flight on its connection is written at
+                         # once: the peer is likely idle (a pull chain per queue), and the loop turn
+                         # making it may go on decoding other answers; with more in flight, a turn's
+                         # requests go out together
 CLOSE_GRACE_S = 2.0     # after bad bytes: how long requests decoded before them may take to answer
 
 
@@ -126,17 +130,18 @@ class Connection:
         """Queue one command for writing (no flow control: see `drain`)."""
         self._write(_checked_frame(cmd))
 
-    def _write(self, frame: bytes) -> None:
+    def _write(self, frame: bytes, at_once: bool = False) -> None:
         """Frames written in one turn of the event loop go out in one write (one syscall):
-        under pipelined load most of a server's answers leave together."""
+        under pipelined load most of a server's answers leave together. `at_once` writes this
+        frame (and any made before it) now."""
         if self.closed.is_set():
             return
         out = self._out
         out.append(frame)
-        if len(out) == 1:
-            asyncio.get_running_loop().call_soon(self._flush)
-        elif len(out) >= FLUSH_FRAMES:
+        if at_once or len(out) >= FLUSH_FRAMES:
             self._flush()
+        elif len(out) == 1:
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         out, self._out = self._out, []
@@ -165,7 +170,7 @@ class Connection:
         if self._sweeper is None:
             self._sweeper = loop.call_later(SWEEP_S, self._sweep)
         try:
-            self._write(frame)
+            self._write(frame, len(self.pending) <= EAGER_IN_FLIGHT)
             if self._backlogged():
                 await self.drain()
             return await fut

@@ -12,7 +12,8 @@ from mqtool_remoting.codes import FRAME_MAX_LENGTH, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import FrameError, RemotingClosed, RemotingConnectError, RemotingError, RemotingTimeout
 from mqtool_remoting.framing import FrameDecoder
-from mqtool_remoting.transport import FLUSH_FRAMES, LISTEN_BACKLOG, RemotingClient, connect, parse_addr, serve
+from mqtool_remoting.transport import (EAGER_IN_FLIGHT, FLUSH_FRAMES, LISTEN_BACKLOG, RemotingClient, connect, parse_addr,
+                                      serve)
 
 BOOM, SLOW, ASK_CLIENT, RECORD, ECHO = 1, 2, 3, 4, 10
 
@@ -311,6 +312,39 @@ def test_a_long_turn_of_answers_is_written_as_it_goes():
         assert len(decoded) == 2 * FLUSH_FRAMES     # written before the turn ended
         rest = await raw_frames(reader, 5)           # the last five: at the end of the turn
         assert [c.ext_fields["x"] for c in decoded + rest] == [str(i) for i in range(count)]
+        await conn.close()
+        writer.close()
+        listener.close()
+    run(scenario())
+
+
+@pytest.mark.parametrize("count", [3, EAGER_IN_FLIGHT + 4])
+def test_a_request_with_few_in_flight_leaves_at_once(count):
+    """A request sent with at most EAGER_IN_FLIGHT in flight is written before its loop turn
+    ends (a consumer's pull chains: the broker starts on one pull while the client decodes the
+    other answers); past that, a turn's requests wait for its end and leave together."""
+    async def scenario():
+        got = asyncio.Queue()
+
+        async def on_connect(reader, writer):
+            await got.put((reader, writer))
+        listener = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        conn = await connect(f"127.0.0.1:{port}")
+        reader, writer = await got.get()
+        sock = writer.get_extra_info("socket")
+        seen = []
+
+        async def look():                   # runs after the requests' first steps, in the same turn
+            seen.append(FrameDecoder().feed(_drain_socket(sock.dup())))
+        calls = [asyncio.ensure_future(conn.request(RemotingCommand.request(ECHO, {"x": i}), 5)) for i in range(count)]
+        await asyncio.ensure_future(look())
+        early = [int(c.ext_fields["x"]) for c in seen[0]]
+        assert early == list(range(min(count, EAGER_IN_FLIGHT)))
+        rest = await raw_frames(reader, count - len(early))   # the others: at the end of that turn
+        assert [int(c.ext_fields["x"]) for c in rest] == list(range(len(early), count))
+        for c in calls:
+            c.cancel()
         await conn.close()
         writer.close()
         listener.close()
