@@ -219,9 +219,16 @@ def main() -> int:
             with CommitLogReader(root / "commitlog", populate=True) as reader:
                 return sum(q["messages"] for q in commitlog_stats(reader)["queues"])
         n_stats, t_stats, runs_stats = median_timed(stats, args.repeat)
-        # The ratio again from back-to-back pairs (walk, then stats): on a shared machine whose
-        # speed drifts between the two series above, pairs see the same conditions.
-        paired = [timed(header_scan)[1] / timed(stats)[1] for _ in range(max(args.repeat, 1))]
+        # The ratio again from back-to-back pairs, in alternating order: on a shared machine whose
+        # speed drifts between the two series above (±30% from one second to the next here),
+        # pairs see the same conditions.
+        paired = []
+        for i in range(max(2 * args.repeat + 1, 3)):
+            if i % 2:
+                t_s, t_w = timed(stats)[1], timed(header_scan)[1]
+            else:
+                t_w, t_s = timed(header_scan)[1], timed(stats)[1]
+            paired.append(t_w / t_s)
 
         cl_dir = root / "commitlog"
         dump_n = min(args.dump_records, records)
