@@ -353,7 +353,8 @@ async def connect(addr: str, handler: Handler | None = None, timeout_s: float = 
     """Open a connection; `handler` serves requests the server sends on it."""
     host, port = parse_addr(addr)
     with map_os_errors(addr, "connect", timeout_s):
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        async with asyncio.timeout(timeout_s):     # not wait_for: in 3.11 it can swallow a cancellation
+            reader, writer = await asyncio.open_connection(host, port)
     return Connection(reader, writer, handler)
 
 

@@ -378,8 +378,9 @@ class BrokerController:
             if self.is_slave and not self.slave_sync.master_addr:
                 wait = SLAVE_SEEKING_MASTER_S    # a slave started before its master finds it sooner
             try:
-                await asyncio.wait_for(self._register_soon.wait(), wait)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(wait):
+                    await self._register_soon.wait()
+            except TimeoutError:
                 pass
             self._register_soon.clear()
             await self.register_all()

@@ -241,7 +241,8 @@ class MetricsServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT_S)
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
             status, ctype, body = self._answer(head)
         except asyncio.LimitOverrunError:
             status, ctype, body = "431 Request Header Fields Too Large", "text/plain", b"request too large\n"

@@ -32,8 +32,9 @@ class PullHoldService:
         key = self._key(topic, queue_id)
         self.holds.setdefault(key, []).append(hold)
         try:
-            return await asyncio.wait_for(asyncio.shield(hold.future), timeout_s)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(hold.future)
+        except TimeoutError:
             return False
         finally:
             waiting = self.holds.get(key)

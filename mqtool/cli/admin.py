@@ -45,26 +45,29 @@ def watch_rows(namesrv: str, fetch, seconds: float, json_out: bool, columns: lis
     async def go():
         from rich.console import Group
         from rich.live import Live
+
+        from mqtool.cli.watching import every
         admin = Admin(namesrv)
         try:
             if json_out:
-                while True:
+                async def line():
                     emit_json({"time": int(time.time() * 1000), "rows": await fetch(admin)})
                     sys.stdout.flush()
-                    await asyncio.sleep(seconds)
+                await every(seconds, line)
+                return
             with Live(console=console, auto_refresh=False) as live:
-                while True:
+                async def redraw():
                     rows = await fetch(admin)
                     t = table(*columns, title=f"every {seconds:g}s, {fmt_time(int(time.time() * 1000))}")
                     for r in rows:
                         t.add_row(*(str(r.get(c, "")) for c in columns))
                     live.update(Group(t, summary(rows)), refresh=True)
-                    await asyncio.sleep(seconds)
+                await every(seconds, redraw)
         finally:
             await admin.close()
     try:
         asyncio.run(go())
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:      # a Ctrl-C before the watch started
         return
 
 

@@ -117,8 +117,9 @@ async def _consume(namesrv, topic, group, broadcast, queue_ids, start, exit_at_e
             while True:
                 try:
                     wait = None if not idle else max(0.1, idle - (time.monotonic() - last))
-                    mq, rec = await asyncio.wait_for(gen.__anext__(), wait)
-                except (asyncio.TimeoutError, StopAsyncIteration):
+                    async with asyncio.timeout(wait):
+                        mq, rec = await gen.__anext__()
+                except (TimeoutError, StopAsyncIteration):
                     break
                 show(mq, rec)
                 c.state.assigned[mq] = rec.queue_offset + 1

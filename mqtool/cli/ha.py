@@ -1,6 +1,7 @@
 """`mqtool ha status`: replication of each broker group, live (name server) or offline (two stores)."""
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -52,16 +53,17 @@ def render_live(groups: list[dict]):
 
 def _online(namesrv: str, cluster: str | None, broker: str | None) -> list[dict]:
     import asyncio
+    return asyncio.run(_online_async(namesrv, cluster, broker))
+
+
+async def _online_async(namesrv: str, cluster: str | None, broker: str | None) -> list[dict]:
     from mqtool.client.admin import Admin
     from mqtool.client.ha import ha_status
-
-    async def go():
-        admin = Admin(namesrv)
-        try:
-            return await ha_status(admin, cluster, broker)
-        finally:
-            await admin.close()
-    return asyncio.run(go())
+    admin = Admin(namesrv)
+    try:
+        return await ha_status(admin, cluster, broker)
+    finally:
+        await admin.close()
 
 
 def _offline(stores: list[Path], json_out: bool) -> None:
@@ -126,17 +128,25 @@ def status(
 
 
 def _watch(namesrv: str, cluster, broker, seconds: float, json_out: bool) -> None:
+    import asyncio
+
     from rich.console import Group
     from rich.live import Live
+
+    from mqtool.cli.watching import every
+
+    async def line():
+        emit_json({"time": int(time.time() * 1000), "groups": await _online_async(namesrv, cluster, broker)})
+        sys.stdout.flush()
+
+    async def redraw(live):
+        t, notes = render_live(await _online_async(namesrv, cluster, broker))
+        live.update(Group(t, *[f"note: {n}" for n in notes]), refresh=True)
     try:
         if json_out:
-            while True:
-                emit_json({"time": int(time.time() * 1000), "groups": _online(namesrv, cluster, broker)})
-                time.sleep(seconds)
+            asyncio.run(every(seconds, line))
+            return
         with Live(console=console, auto_refresh=False) as live:
-            while True:
-                t, notes = render_live(_online(namesrv, cluster, broker))
-                live.update(Group(t, *[f"note: {n}" for n in notes]), refresh=True)
-                time.sleep(seconds)
-    except KeyboardInterrupt:
+            asyncio.run(every(seconds, lambda: redraw(live)))
+    except KeyboardInterrupt:      # a Ctrl-C before the watch started
         return

@@ -77,8 +77,9 @@ async def _live(watch, interval: float, state: dict, limit: int) -> None:
             while True:
                 live.update(render(view, state, limit), refresh=True)
                 try:
-                    key = await asyncio.wait_for(keys.get(), interval)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(interval):
+                        key = await keys.get()
+                except TimeoutError:
                     view = await watch.step()
                     continue
                 if not on_key(state, key):

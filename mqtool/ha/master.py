@@ -69,8 +69,9 @@ class SlaveConnection:
         try:
             while True:
                 try:
-                    data = await asyncio.wait_for(self.reader.read(READ_CHUNK), idle_s)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(idle_s):
+                        data = await self.reader.read(READ_CHUNK)
+                except TimeoutError:
                     self.close(f"no offset report for {idle_s:g} s")
                     return
                 if not data:
@@ -211,8 +212,9 @@ class HAMaster:
         try:
             self._data.clear()
             if self.store.commitlog_max_offset <= offset:
-                await asyncio.wait_for(self._data.wait(), timeout_s)
-        except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout_s):
+                    await self._data.wait()
+        except TimeoutError:
             pass
         finally:
             self._idle_writers -= 1

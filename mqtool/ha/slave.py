@@ -74,8 +74,9 @@ class HASlave:
             if self._changed.is_set():
                 continue
             try:      # a lost connection is re-opened soon (re-reporting the real offset); a refused one in 5 s
-                await asyncio.wait_for(self._changed.wait(), RECONNECT_S if was_connected else HA_CONNECT_RETRY_S)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(RECONNECT_S if was_connected else HA_CONNECT_RETRY_S):
+                    await self._changed.wait()
+            except TimeoutError:
                 pass
 
     def _note(self, text: str) -> None:
@@ -93,8 +94,8 @@ class HASlave:
         host, _, port = addr.rpartition(":")
         loop = asyncio.get_running_loop()
         receiver = _Receiver(self)
-        transport, _ = await asyncio.wait_for(loop.create_connection(lambda: receiver, host.strip("[]"), int(port)),
-                                              CONNECT_TIMEOUT_S)
+        async with asyncio.timeout(CONNECT_TIMEOUT_S):
+            transport, _ = await loop.create_connection(lambda: receiver, host.strip("[]"), int(port))
         self._transport, self.connected = transport, True
         self.last_read_ms = now_ms()
         log.info("connected to master %s for replication, reporting offset %d", addr,
@@ -106,8 +107,9 @@ class HASlave:
         try:
             while True:
                 try:
-                    await asyncio.wait_for(asyncio.shield(receiver.closed), idle_s / 4)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(idle_s / 4):
+                        await asyncio.shield(receiver.closed)
+                except TimeoutError:
                     if now_ms() - self.last_read_ms > self.cfg.haHousekeepingInterval:
                         raise ReplicationError(f"nothing from the master for {idle_s:g} s") from None
                     continue

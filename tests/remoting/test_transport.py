@@ -351,6 +351,34 @@ def test_a_request_with_few_in_flight_leaves_at_once(count):
     run(scenario())
 
 
+def test_a_cancel_as_the_connection_opens_is_not_lost(monkeypatch):
+    """A cancel that lands while the connection completes cancels the caller (asyncio.wait_for on
+    3.11 returned the connection instead, and a Ctrl-C turned into that cancel was lost)."""
+    async def scenario():
+        listener = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        real_open = asyncio.open_connection
+        caller: list[asyncio.Task] = []
+
+        async def open_then_cancel(host, port):
+            streams = await real_open(host, port)
+            caller[0].cancel()                 # the cancel arrives as the connection is made
+            return streams
+        monkeypatch.setattr(asyncio, "open_connection", open_then_cancel)
+
+        async def connect_then_idle():
+            conn = await connect(f"127.0.0.1:{port}")
+            try:
+                await asyncio.sleep(5)
+            finally:
+                await conn.close()
+        caller.append(asyncio.ensure_future(connect_then_idle()))
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait([caller[0]], timeout=2) and caller[0].result()
+        listener.close()
+    run(scenario())
+
+
 def _drain_socket(sock) -> bytes:
     """What is readable on `sock` right now, without waiting for more."""
     sock.setblocking(False)
