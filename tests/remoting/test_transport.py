@@ -289,19 +289,24 @@ def test_a_connection_idle_past_the_limit_is_closed_and_a_busy_one_is_not():
     run(scenario())
 
 
+async def connected_to_raw_server():
+    """A Connection to a plain asyncio server: (connection, the server side's reader and writer, listener)."""
+    got = asyncio.Queue()
+
+    async def on_connect(reader, writer):
+        await got.put((reader, writer))
+    listener = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    conn = await connect(f"127.0.0.1:{listener.sockets[0].getsockname()[1]}")
+    reader, writer = await got.get()
+    return conn, reader, writer, listener
+
+
 def test_a_long_turn_of_answers_is_written_as_it_goes():
     """Frames made in one loop turn leave in one write, but past FLUSH_FRAMES they are written as
     they come, so the peer can start on the first ones (pipelining): here the server's side has
     the first 2 * FLUSH_FRAMES frames before this turn ends, and the rest right after."""
     async def scenario():
-        got = asyncio.Queue()
-
-        async def on_connect(reader, writer):
-            await got.put((reader, writer))
-        listener = await asyncio.start_server(on_connect, "127.0.0.1", 0)
-        port = listener.sockets[0].getsockname()[1]
-        conn = await connect(f"127.0.0.1:{port}")
-        reader, writer = await got.get()
+        conn, reader, writer, listener = await connected_to_raw_server()
         count = 2 * FLUSH_FRAMES + 5
         frames = [RemotingCommand.request(ECHO, {"x": i}) for i in range(count)]
         for cmd in frames:                 # one turn: no await between them
@@ -324,14 +329,7 @@ def test_a_request_with_few_in_flight_leaves_at_once(count):
     ends (a consumer's pull chains: the broker starts on one pull while the client decodes the
     other answers); past that, a turn's requests wait for its end and leave together."""
     async def scenario():
-        got = asyncio.Queue()
-
-        async def on_connect(reader, writer):
-            await got.put((reader, writer))
-        listener = await asyncio.start_server(on_connect, "127.0.0.1", 0)
-        port = listener.sockets[0].getsockname()[1]
-        conn = await connect(f"127.0.0.1:{port}")
-        reader, writer = await got.get()
+        conn, reader, writer, listener = await connected_to_raw_server()
         sock = writer.get_extra_info("socket")
         seen = []
 
