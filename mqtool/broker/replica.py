@@ -53,6 +53,12 @@ async def ha_status(ctrl, conn, cmd):
 
 # ---------------------------------------------------------------------- slave's copies
 
+# A 4.x broker does not sign its requests to other brokers (BrokerOuterAPI has no RPC hook before
+# 5.x), so an ACL master answers a slave's metadata requests only from a whitelisted address.
+ACL_HINT = (" (the master has aclEnable=true and brokers do not sign their requests to each other: add this"
+            " slave's address to globalWhiteRemoteAddresses in the master's plain_acl.yml)")
+
+
 class SlaveSynchronize:
     def __init__(self, ctrl):
         self.ctrl = ctrl
@@ -73,28 +79,29 @@ class SlaveSynchronize:
             await self.sync_all()
             await asyncio.sleep(SYNC_PERIOD_S)
 
-    async def _fetch(self, code: RequestCode) -> bytes | None:
+    async def _fetch(self, code: RequestCode) -> tuple[bytes | None, str]:
+        """(body, "") or (None, why the master refused)."""
         resp = await self.ctrl.namesrv_client.invoke(self.master_addr, RemotingCommand.request(code, language="JAVA"), 3)
         if resp.code != ResponseCode.SUCCESS:
-            log.warning("metadata sync from master %s: %s answered %s %s", self.master_addr, code.name, resp.code,
-                        resp.remark)
-            return None
-        return resp.body or b""
+            return None, f"{code.name} answered {resp.code} {resp.remark}"
+        return resp.body or b"", ""
 
     async def sync_all(self) -> bool:
         if not self.master_addr or self.master_addr == self.ctrl.config.broker_addr:
             return False
         ok = True
+        refused = []
         for code, apply in ((RequestCode.GET_ALL_TOPIC_CONFIG, self._topics),
                             (RequestCode.GET_ALL_CONSUMER_OFFSET, self._offsets),
                             (RequestCode.GET_ALL_DELAY_OFFSET, self._delay_offsets),
                             (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self._groups)):
             try:
-                body = await self._fetch(code)
+                body, why = await self._fetch(code)
             except RemotingError as exc:
                 self._note(f"metadata sync from master {self.master_addr} failed: {exc}")
                 return False
             if body is None:
+                refused.append(why)
                 ok = False
                 continue
             try:
@@ -102,6 +109,9 @@ class SlaveSynchronize:
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 log.warning("metadata sync: bad %s body from %s: %s", code.name, self.master_addr, exc)
                 ok = False
+        if refused:     # the same refusal every round is logged once
+            hint = ACL_HINT if any("No accessKey" in why for why in refused) else ""
+            self._note(f"metadata sync from master {self.master_addr} refused: {'; '.join(refused)}{hint}")
         if ok:
             self.last_sync_ms = int(time.time() * 1000)
             self._note("")
