@@ -5,9 +5,11 @@ per record, `json.dumps(row, ensure_ascii=False)`): ~30k records/s. Without filt
 plain records (4.x magic code, IPv4 hosts, uncompressed body, non-negative offset, plain
 properties of one key layout) are written many at once by store/dumpcols.py; a plain record
 outside such a run becomes its line in one f-string, with everything that repeats (file,
-topic, hosts, sysflag names) encoded once and cached (store/dumplines.py). Any other record,
-and every filter, damage and stop, goes through the reference code, so the output is the
-reference's byte for byte (tests/store/test_dumpjson.py holds them equal).
+topic, hosts, sysflag names) encoded once and cached (store/dumplines.py). The topic, queue and
+time filters are row masks over each run's header table (`_selector`): the records they drop are
+skipped unread. Any other record, the tag and key filters, damage and stops go through the
+reference code, so the output is the reference's byte for byte (tests/store/test_dumpjson.py
+holds them equal).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from .dump import Filters, _stop_row, record_row
 from .errors import FormatError
 from .dumpcols import ColumnWriter, encode_str, keys_json as _keys_json
 from .dumplines import LineParts
-from .logscan import decode_end, header_table, walk_array
+from .logscan import _every_offset, decode_end, header_table, walk_array
 from .properties import parse_properties
 from .reader import CommitLogReader
 
@@ -62,12 +64,13 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
     to_offset = f.to_offset
     start_from = f.from_offset or 0
     filtered = any(v is not None for v in (f.topic, f.queue, f.key, f.tag, f.since, f.until))
+    select = _selector(f) if filtered else None
     unpack = _FIXED_V4.unpack_from
     crc32 = zlib.crc32
     topics, hosts, shapes = fmt.topic_parts, fmt.hosts, fmt.shapes
     body_none = body_mode == "none"
     colw = ColumnWriter(fmt)
-    columns = not filtered
+    columns = not filtered or select is not None
     singles = misses = 0
     tail_none = ', "body_note": null, "body": null, "body_truncated": false, "body_encoding": "none"}\n'
     for mf in reader.files:
@@ -84,8 +87,10 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
         while pos + 8 <= end:
             if columns and singles <= 0 and count < limit_n and (to_offset is None or base + pos < to_offset):
                 # Many records at once (dumpcols); what it leaves goes record by record below.
-                texts, n, pos, span = _column_run(colw, buf, pos, end, span, base, head, to_offset, limit_n - count)
-                if n:
+                texts, n, nxt, span = _column_run(colw, buf, pos, end, span, base, head, to_offset, limit_n - count,
+                                                  select)
+                if nxt != pos:             # records written, or records the filters skip
+                    pos = nxt
                     misses = 0
                     if ends or lines:
                         yield from _flushed(lines, ends)
@@ -207,15 +212,20 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
 
 
 def _column_run(colw: ColumnWriter, buf, pos: int, end: int, span: int, base: int, head: str,
-                to_offset: int | None, most: int) -> tuple[list[str], int, int, int]:
+                to_offset: int | None, most: int, select=None) -> tuple[list[str], int, int, int]:
     """(lines in chunks, how many, where the next record starts, the next window) for the records from
-    `pos` that the column writer takes, walking a window of `span` bytes."""
+    `pos` that the column writer takes, walking a window of `span` bytes. With `select` (a row mask
+    of the topic, queue and time filters, `_selector`) only the selected records are written and the
+    others skipped; the next record is then the first selected one the writer did not take."""
     first = _FIXED_V4.unpack_from(buf, pos)[0] if pos + 88 <= end else 0
     positions, _ = walk_array(buf, pos, min(end, pos + max(span, first)))   # at least one record
     if to_offset is not None and len(positions) and int(positions[-1]) + base >= to_offset:
         positions = positions[:int(np.searchsorted(positions, to_offset - base))]
-    positions = positions[:most]
+    if select is None:
+        positions = positions[:most]
     table, n_valid = header_table(buf, positions, end)
+    if select is not None:
+        return _selected_run(colw, buf, base, head, table, n_valid, most, select, pos, span)
     texts = []
     taken = 0
     while taken < n_valid:
@@ -232,6 +242,61 @@ def _column_run(colw: ColumnWriter, buf, pos: int, end: int, span: int, base: in
     last = taken - 1
     nxt = int(positions[last]) + int(table["total_size"][last])
     return texts, taken, nxt, min(span * 2, _MAX_SPAN) if taken == len(positions) else span
+
+
+def _selected_run(colw: ColumnWriter, buf, base: int, head: str, table: dict, n_valid: int, most: int, select,
+                  pos: int, span: int) -> tuple[list[str], int, int, int]:
+    """_column_run's result for the rows of `table` that `select` keeps (the first `most` of them)."""
+    if n_valid == 0:
+        return [], 0, pos, _RETRY_SPAN
+    rows = np.flatnonzero(select(buf, table, n_valid))
+    limited = len(rows) > most
+    rows = rows[:most]
+    after_walk = int(table["position"][n_valid - 1]) + int(table["total_size"][n_valid - 1])
+    if not len(rows):
+        return [], 0, after_walk, min(span * 2, _MAX_SPAN)
+    part = {k: v[rows] for k, v in table.items()}
+    texts = []
+    taken = 0
+    while taken < len(rows):
+        n = min(_COLUMN_CHUNK, len(rows) - taken)
+        chunk = {k: v[taken:taken + n] for k, v in part.items()} if taken or n < len(rows) else part
+        text, k = colw.lines(buf, base, head, chunk, n)
+        if k:
+            texts.append(text)
+            taken += k
+        if k < n:
+            break
+    if taken < len(rows):          # the record-by-record path goes on from the first one not taken
+        return texts, taken, int(part["position"][taken]), span
+    if limited:
+        return texts, taken, int(part["position"][taken - 1]) + int(part["total_size"][taken - 1]), span
+    return texts, taken, after_walk, min(span * 2, _MAX_SPAN)
+
+
+def _selector(f: Filters):
+    """A row mask over a header table for the topic, queue and time filters (the tag and key
+    filters need the properties: those go record by record), or None."""
+    if f.tag is not None or f.key is not None or (f.topic is not None and "\ufffd" in f.topic):
+        return None                # (a topic with U+FFFD may match bytes that are not valid UTF-8)
+    topic = f.topic.encode() if f.topic is not None else None
+
+    def select(buf, t: dict, n: int) -> np.ndarray:
+        keep = np.ones(n, bool)
+        if f.queue is not None:
+            keep &= t["queue_id"][:n] == f.queue
+        if f.since is not None:
+            keep &= t["store_timestamp"][:n] >= f.since
+        if f.until is not None:
+            keep &= t["store_timestamp"][:n] <= f.until
+        if topic is not None:
+            keep &= t["topic_len"][:n] == len(topic)
+            rows = np.flatnonzero(keep)
+            if len(topic) and len(rows):
+                raw = _every_offset(buf, f"S{len(topic)}")[t["topic_pos"][rows]].view(np.uint8)
+                keep[rows] = (raw.reshape(len(rows), len(topic)) == np.frombuffer(topic, np.uint8)).all(axis=1)
+        return keep
+    return select
 
 
 def _matches(f: Filters, topic: str, qid: int, props: dict, store_ts: int) -> bool:

@@ -216,6 +216,36 @@ def test_column_runs_cut_anywhere(plain, damaged, taken, monkeypatch, chunk, spa
     assert taken["records"] > 1000
 
 
+@pytest.mark.parametrize("f", [
+    Filters(topic="Orders"), Filters(topic="话题"), Filters(topic="T" * 16), Filters(topic="T" * 15 + "x"),
+    Filters(topic=""), Filters(queue=3), Filters(queue=-1), Filters(since=1_700_000_001_000),
+    Filters(until=1_700_000_000_900), Filters(since=1_700_000_000_500, until=1_700_000_000_600),
+    Filters(topic="Orders", queue=1, limit=40), Filters(topic="Orders", limit=1), Filters(queue=0, limit=500),
+    Filters(topic="Orders", from_offset=300_000, to_offset=600_001), Filters(topic="%RETRY%GID_long_consumer_group"),
+    Filters(topic="Orders", tag="Tag1"), Filters(topic="Or\ufffders"),
+])
+def test_topic_queue_and_time_filters_take_column_runs(plain, damaged, taken, f):
+    """The topic, queue and time filters select rows of each column run (the others are skipped
+    unread); tag and key filters, and a topic with U+FFFD, stay record by record."""
+    text = assert_same(plain, f, "text", 5)
+    assert_same(damaged, f)
+    if f.tag is None and "\ufffd" not in (f.topic or "") and text.count('"kind": "message"') > 300:
+        assert taken["records"] > 0
+    if f.tag is not None or "\ufffd" in (f.topic or ""):
+        assert taken["records"] == 0
+
+
+@pytest.mark.parametrize("chunk,span", [(1, 200), (7, 3000)])
+def test_filtered_column_runs_cut_anywhere(plain, taken, monkeypatch, chunk, span):
+    monkeypatch.setattr(dumpjson, "_COLUMN_CHUNK", chunk)
+    monkeypatch.setattr(dumpjson, "_FIRST_SPAN", span)
+    monkeypatch.setattr(dumpjson, "_MAX_SPAN", span * 4)
+    monkeypatch.setattr(dumpjson, "_RETRY_SPAN", span // 2)
+    for f in (Filters(topic="Orders"), Filters(queue=3, limit=77), Filters(topic="话题", since=1_700_000_001_500)):
+        assert_same(plain, f, "none")
+    assert taken["records"] > 100
+
+
 def test_column_runs_on_fixture_stores(basic_store, crashed_store, taken):
     for store in (basic_store, crashed_store):
         assert_same(StorePaths.of(store).commitlog, Filters(), "text")
