@@ -226,22 +226,29 @@ def _column_run(colw: ColumnWriter, buf, pos: int, end: int, span: int, base: in
     table, n_valid = header_table(buf, positions, end)
     if select is not None:
         return _selected_run(colw, buf, base, head, table, n_valid, most, select, pos, span)
+    texts, taken = _write_rows(colw, buf, base, head, table, n_valid)
+    if taken == 0:
+        return texts, 0, pos, _RETRY_SPAN
+    last = taken - 1
+    nxt = int(positions[last]) + int(table["total_size"][last])
+    return texts, taken, nxt, min(span * 2, _MAX_SPAN) if taken == len(positions) else span
+
+
+def _write_rows(colw: ColumnWriter, buf, base: int, head: str, table: dict, count: int) -> tuple[list[str], int]:
+    """(lines in chunks of _COLUMN_CHUNK records, how many) for the longest prefix of the first
+    `count` rows of `table` that the column writer takes."""
     texts = []
     taken = 0
-    while taken < n_valid:
-        n = min(_COLUMN_CHUNK, n_valid - taken)
-        part = {k: v[taken:taken + n] for k, v in table.items()} if taken or n < n_valid else table
+    while taken < count:
+        n = min(_COLUMN_CHUNK, count - taken)
+        part = {k: v[taken:taken + n] for k, v in table.items()} if taken or n < count else table
         text, k = colw.lines(buf, base, head, part, n)
         if k:
             texts.append(text)
             taken += k
         if k < n:
             break
-    if taken == 0:
-        return texts, 0, pos, _RETRY_SPAN
-    last = taken - 1
-    nxt = int(positions[last]) + int(table["total_size"][last])
-    return texts, taken, nxt, min(span * 2, _MAX_SPAN) if taken == len(positions) else span
+    return texts, taken
 
 
 def _selected_run(colw: ColumnWriter, buf, base: int, head: str, table: dict, n_valid: int, most: int, select,
@@ -256,17 +263,7 @@ def _selected_run(colw: ColumnWriter, buf, base: int, head: str, table: dict, n_
     if not len(rows):
         return [], 0, after_walk, min(span * 2, _MAX_SPAN)
     part = {k: v[rows] for k, v in table.items()}
-    texts = []
-    taken = 0
-    while taken < len(rows):
-        n = min(_COLUMN_CHUNK, len(rows) - taken)
-        chunk = {k: v[taken:taken + n] for k, v in part.items()} if taken or n < len(rows) else part
-        text, k = colw.lines(buf, base, head, chunk, n)
-        if k:
-            texts.append(text)
-            taken += k
-        if k < n:
-            break
+    texts, taken = _write_rows(colw, buf, base, head, part, len(rows))
     if taken < len(rows):          # the record-by-record path goes on from the first one not taken
         return texts, taken, int(part["position"][taken]), span
     if limited:
