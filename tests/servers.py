@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -80,6 +81,20 @@ class Process:
                 self.proc.wait(5)
         self.proc.stderr.close()
         return self.proc.returncode
+
+
+def drain(proc: Process) -> list[str]:
+    """The server's log lines from now on, read on a thread: an undrained pipe would block its logging."""
+    lines: list[str] = []
+
+    def read():
+        try:
+            for line in proc.proc.stderr:
+                lines.append(line)
+        except ValueError:          # closed by Process.stop
+            pass
+    threading.Thread(target=read, daemon=True).start()
+    return lines
 
 
 def start_broker(tmp: Path, ns: str, name: str = "broker-a", extra: str = "") -> tuple[Process, str]:

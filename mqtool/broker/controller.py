@@ -310,19 +310,18 @@ class BrokerController:
         that covers it, under SYNC_MASTER for a slave."""
         batch = isinstance(msgs, list)
         first = msgs[0] if batch else msgs
-        if self.flush_waiters is not None:
-            result = self.store.put_batch(msgs, wait_flush=False) if batch else self.store.put(msgs, wait_flush=False)
-        else:
-            result = self.store.put_batch(msgs) if batch else self.store.put(msgs)
+        in_thread = self.flush_waiters is None        # else the store only asks for the flush, we wait here
+        result = self.store.put_batch(msgs, wait_flush=in_thread) if batch else self.store.put(msgs, wait_flush=in_thread)
         if self.store._pending and not self._drain_soon:
             self._drain_soon = True                   # consume queue and index: once per loop turn
             asyncio.get_running_loop().call_soon(self._drain_dispatch)
-        if result.ok and self.flush_waiters is not None and first.properties.get(Prop.WAIT, "true") != "false":
+        waits = first.properties.get(Prop.WAIT, "true") != "false"
+        if result.ok and not in_thread and waits:
             if not await self.flush_waiters.wait(result.end, self.store_config.syncFlushTimeout / 1000):
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
         if result.ok:
             self.stats.put(first.topic, len(msgs) if batch else 1, result.size)
-            if self.store_config.brokerRole == SYNC_MASTER and first.properties.get(Prop.WAIT, "true") != "false":
+            if self.store_config.brokerRole == SYNC_MASTER and waits:
                 await self._wait_replica(result)
         return result
 

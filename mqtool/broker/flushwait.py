@@ -23,12 +23,12 @@ class FlushWaiters:
         flusher.listeners.append(self._round_done)
 
     async def wait(self, end: int, timeout_s: float) -> bool:
-        """True once the commit log is synced up to `end`; False after `timeout_s`."""
+        """True once the commit log is synced up to `end`; False after `timeout_s`. The put asked
+        the flusher for it (`MessageStore.put(..., wait_flush=False)` calls `flusher.request`)."""
         if self.flusher.flushed >= end:
             return True
         fut = self.loop.create_future()
         heapq.heappush(self._heap, (end, next(self._seq), fut))
-        self.flusher.request(end)
         if self.flusher.flushed >= end:     # a round ended between the first look and the push
             self._release(self.flusher.flushed)
         timer = self.loop.call_later(timeout_s, _expire, fut)

@@ -27,10 +27,11 @@ import logging
 import os
 import time
 
-from mqtool.broker.runtime import FOUND, GOT, MISS, PUT, disk_ratio
+from mqtool.broker.runtime import FOUND, GOT, MISS, PUT
 from mqtool.broker.stats import (BROKER_GET_NUMS, BROKER_PUT_NUMS, GROUP_GET_NUMS, GROUP_GET_SIZE, TOPIC_PUT_NUMS,
                                  TOPIC_PUT_SIZE, TPS_WINDOWS)
 from mqtool_remoting.codes import MQVersion
+from mqtool_store.retention import disk_used_ratio
 
 log = logging.getLogger("mqtool.broker.metrics")
 
@@ -95,8 +96,8 @@ class BrokerCollector:
             ("putmessage_times_total", max(t.put_msgs, 1)),
             ("putmessage_entire_time_max", t.put_max_ms),
             ("put_latency_99", stats.latency_px(0.99)), ("put_latency_999", stats.latency_px(0.999)),
-            ("commitlog_disk_ratio", disk_ratio(store.cfg.commitlog_dir)),
-            ("consumequeue_disk_ratio", disk_ratio(store.root / "consumequeue")),
+            ("commitlog_disk_ratio", disk_used_ratio(store.cfg.commitlog_dir)),
+            ("consumequeue_disk_ratio", disk_used_ratio(store.root / "consumequeue")),
             ("commitlog_maxoffset", max_off), ("commitlog_minoffset", min_off),
             ("remain_howmanydata_toflush", max(0, max_off - store.commitlog.flushed_offset)),
             ("earliest_message_timestamp", ctrl.earliest_message_time()),

@@ -40,11 +40,6 @@ def format_runtime(ms: int) -> str:
     return f"[ {s // 86400} days, {s % 86400 // 3600} hours, {s % 3600 // 60} minutes, {s % 60} seconds ]"
 
 
-def disk_ratio(path) -> float:
-    """UtilAll.getDiskPartitionSpaceUsedPercent, -1 when the path is missing."""
-    return disk_used_ratio(path)
-
-
 def disk_capacity(path) -> str | None:
     """"Total : X, Free : Y." of File.getTotalSpace / getUsableSpace; None when the path is missing."""
     try:
@@ -60,7 +55,7 @@ def runtime_table(ctrl) -> dict[str, str]:
     t = stats.totals
     times = max(t.put_msgs, 1)
     now_ms = int(time.time() * 1000)
-    cl_ratio = disk_ratio(store.cfg.commitlog_dir)
+    cl_ratio = disk_used_ratio(store.cfg.commitlog_dir)
     table = {
         "bootTimestamp": str(ctrl.boot_ms),
         "runtime": format_runtime(now_ms - ctrl.boot_ms),
@@ -81,7 +76,7 @@ def runtime_table(ctrl) -> dict[str, str]:
         "putLatency999": f"{stats.latency_px(0.999):.2f}",
         f"commitLogDiskRatio_{store.cfg.commitlog_dir}": java_double(cl_ratio),
         "commitLogDiskRatio": java_double(cl_ratio),
-        "consumeQueueDiskRatio": java_double(disk_ratio(store.root / "consumequeue")),
+        "consumeQueueDiskRatio": java_double(disk_used_ratio(store.root / "consumequeue")),
         "commitLogMinOffset": str(store.commitlog_min_offset),
         "commitLogMaxOffset": str(store.commitlog_max_offset),
         "brokerVersionDesc": MQVersion.V4_9_8.name,

@@ -30,7 +30,7 @@ from mqtool_remoting.errors import FrameError, RemotingError
 from mqtool_remoting.framing import FrameDecoder
 from mqtool_remoting.headers import SendMessageRequestHeader, send_header_to_v2, to_ext_fields
 from mqtool_remoting.transport import connect
-from tests.servers import Process, free_port, start_broker, wait_until
+from tests.servers import Process, drain, free_port, start_broker, wait_until
 
 pytestmark = pytest.mark.slow
 TOPIC = "HostileTopic"
@@ -38,20 +38,6 @@ TOPIC = "HostileTopic"
 BROKER_CONF = "flushDiskType=SYNC_FLUSH\nmappedFileSizeCommitLog=16777216\n"
 KILL_TOPIC = "Kill9Topic"        # apart from TOPIC, which the corpus fills with undecodable messages
 ANSWER_BOUND_S = 5.0            # a shared 2-core machine: generous, but a blocked server never answers
-
-
-def drain(proc: Process) -> list[str]:
-    """The server's log lines from now on, read on a thread: an undrained pipe would block its logging."""
-    lines: list[str] = []
-
-    def read():
-        try:
-            for line in proc.proc.stderr:
-                lines.append(line)
-        except ValueError:          # closed by Process.stop
-            pass
-    threading.Thread(target=read, daemon=True).start()
-    return lines
 
 
 @pytest.fixture(scope="module")

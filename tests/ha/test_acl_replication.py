@@ -6,13 +6,12 @@ fix, and picks the metadata up when the whitelist (hot-reloaded) lets it in."""
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
 from tests.conftest import json_lines, run_cli
 from tests.ha.test_replication import Group
-from tests.servers import Process, wait_until
+from tests.servers import drain, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -31,19 +30,6 @@ ADMIN = ("--access-key", "rocketmq2", "--secret-key", "12345678")
 USER = ("--access-key", "RocketMQ", "--secret-key", "12345678")
 
 
-def _collect(proc: Process) -> list[str]:
-    lines: list[str] = []
-
-    def drain():
-        try:
-            for line in proc.proc.stderr:
-                lines.append(line)
-        except (ValueError, OSError):
-            pass
-    threading.Thread(target=drain, daemon=True).start()
-    return lines
-
-
 def _slave_topics(g: Group) -> set[str]:
     path = g.store("slave") / "config" / "topics.json"
     return set(json.loads(path.read_text())["topicConfigTable"]) if path.exists() else set()
@@ -58,7 +44,7 @@ def test_an_acl_master_feeds_its_slave_once_the_slave_is_whitelisted(tmp_path, m
     g = Group(tmp_path)
     try:
         g.start("master", "ASYNC_MASTER", 0, extra="aclEnable=true\n")
-        slave_log = _collect(g.start("slave", "SLAVE", 1, extra="aclEnable=true\n"))
+        slave_log = drain(g.start("slave", "SLAVE", 1, extra="aclEnable=true\n"))
         run_cli("send", "-t", "AclHa", "-n", g.ns, *USER, input="".join(f"m{i}\n" for i in range(20)), check=True)
 
         def slave_copied_the_log():
