@@ -7,7 +7,8 @@ the same run and on the same (page-cached) data:
   * header-only commitlog scan (`HeaderScan`: vectorised walk, header tables chunk by chunk,
     as `store stats` and `scan_file` run it): records/s, MB/s; beside it the scan as it was (the Python hop loop `walk_loop`, then one
     header_table call per file);
-  * `store stats`' commitlog part (`commitlog_stats`): records/s and its ratio to the scan;
+  * `store stats`' commitlog part (`commitlog_stats`, files scanned by one thread per core): records/s
+    and its ratio to the (one-thread) scan, and the same ratio with one thread;
   * `store dump --json` rows: the fast writer (`store/dumpjson.py`) against the reference path
     (a row dict per record + the CLI's json.dumps), in process, --body none and --body text,
     on the first --dump-records records; and the CLI end to end (`python -m mqtool store dump
@@ -46,7 +47,7 @@ from mqtool_store.dumpjson import commitlog_json  # noqa: E402
 from mqtool_store.logscan import HeaderScan, RecordIterator, header_table, walk_loop  # noqa: E402
 from mqtool_store.mappedfiles import ReadOnlyMap, offset_to_file_name  # noqa: E402
 from mqtool_store.reader import CommitLogReader  # noqa: E402
-from mqtool_store.stats import commitlog_stats  # noqa: E402
+from mqtool_store.stats import SCAN_WORKERS, available_cores, commitlog_stats  # noqa: E402
 from mqtool.cli.output import json_line, render_body  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -215,20 +216,25 @@ def main() -> int:
         rss_after_scan = rss_anon_kib()
         n_loop, t_loop, runs_loop = median_timed(header_scan_before, args.repeat)
 
-        def stats():
+        def stats(workers=None):
             with CommitLogReader(root / "commitlog", populate=True) as reader:
-                return sum(q["messages"] for q in commitlog_stats(reader)["queues"])
+                return sum(q["messages"] for q in commitlog_stats(reader, workers=workers)["queues"])
         n_stats, t_stats, runs_stats = median_timed(stats, args.repeat)
-        # The ratio again from back-to-back pairs, in alternating order: on a shared machine whose
-        # speed drifts between the two series above (±30% from one second to the next here),
-        # pairs see the same conditions.
-        paired = []
-        for i in range(max(2 * args.repeat + 1, 3)):
-            if i % 2:
-                t_s, t_w = timed(stats)[1], timed(header_scan)[1]
-            else:
-                t_w, t_s = timed(header_scan)[1], timed(stats)[1]
-            paired.append(t_w / t_s)
+
+        def paired(fn) -> list[float]:
+            """walk time / fn time from back-to-back pairs in alternating order: on a shared machine
+            whose speed drifts between two series (±30% from one second to the next here), pairs
+            see the same conditions."""
+            ratios = []
+            for i in range(max(2 * args.repeat + 1, 3)):
+                if i % 2:
+                    t_s, t_w = timed(fn)[1], timed(header_scan)[1]
+                else:
+                    t_w, t_s = timed(header_scan)[1], timed(fn)[1]
+                ratios.append(t_w / t_s)
+            return ratios
+        paired_threads = paired(stats)
+        paired_one = paired(lambda: stats(1))
 
         cl_dir = root / "commitlog"
         dump_n = min(args.dump_records, records)
@@ -301,7 +307,7 @@ def main() -> int:
                         "python": platform.python_version(), "numpy": np.__version__},
             "data": {"commitlog_bytes": data_bytes, "files": len(files), "file_size": file_size,
                      "records": records, "avg_record_bytes": round(data_bytes / records, 1),
-                     "cq_bytes": cq_bytes, "mode": "warm page cache, read-only mmap, one core"},
+                     "cq_bytes": cq_bytes, "mode": "warm page cache, read-only mmap, one core (stats: one thread per core and file)"},
             "baseline": {"raw_read_MBps": round(mb / t_raw, 1),
                          "construct_records_per_s": round(construct_rate)},
             "header_scan": {"records_per_s": round(n_hdr / t_hdr), "MBps": round(mb / t_hdr, 1),
@@ -313,8 +319,11 @@ def main() -> int:
                                              "runs_s": [round(t, 3) for t in runs_loop]},
             "stats": {"records_per_s": round(n_stats / t_stats), "runs_s": [round(t, 3) for t in runs_stats],
                       "vs_header_scan": round(t_hdr / t_stats, 2),
-                      "vs_header_scan_paired": round(statistics.median(paired), 2),
-                      "paired_ratios": [round(r, 2) for r in paired]},
+                      "workers": min(available_cores(), SCAN_WORKERS, len(files)),
+                      "vs_header_scan_paired": round(statistics.median(paired_threads), 2),
+                      "paired_ratios": [round(r, 2) for r in paired_threads],
+                      "one_thread_vs_header_scan_paired": round(statistics.median(paired_one), 2),
+                      "one_thread_paired_ratios": [round(r, 2) for r in paired_one]},
             "dump_json": dump,
             "full_decode": {"records_per_s": round(n_full / t_full), "MBps": round(mb / t_full, 1),
                             "vs_raw_read": round(t_raw / t_full, 3),

@@ -177,16 +177,17 @@ def reference_stats(directory) -> dict:
     return {"files": files, "queues": queues}
 
 
-@pytest.mark.parametrize("table_chunk", [1 << 16, 13])
+@pytest.mark.parametrize("table_chunk,workers", [(1 << 16, 1), (13, 1), (13, 3)])
 @pytest.mark.parametrize("how", [None, "garbage", "size", "magic", "zeros", "body_len"])
-def test_commitlog_stats_are_a_per_record_count(tmp_path, monkeypatch, how, table_chunk):
+def test_commitlog_stats_are_a_per_record_count(tmp_path, monkeypatch, how, table_chunk, workers):
     monkeypatch.setattr(logscan, "_TABLE_CHUNK", table_chunk)
     d = tmp_path / "commitlog"
     files = write_commitlog(d, varied_records(300), file_size=8 * 1024)
+    assert len(files) > 3       # so that 3 threads each scan more than one file
     if how:
         damage(files[1], how, at_record=2)
     with CommitLogReader(d) as reader:
-        stats = commitlog_stats(reader)
+        stats = commitlog_stats(reader, workers=workers)
     ref = reference_stats(d)
     assert stats["queues"] == ref["queues"]
     assert [(f["file"], f["records"], f["write_position"], f["end"], f["detail"], f["invalid_bytes"])
