@@ -17,7 +17,8 @@ from .query import index_files
 from .reader import CommitLogReader
 from .errors import StoreError
 from .indexfile import IndexFile
-from .logscan import HeaderScan, _every_offset
+from .logscan import HeaderScan
+from .topicids import TopicIds
 
 
 def commitlog_stats(reader: CommitLogReader, progress=None, workers: int | None = None) -> dict:
@@ -62,10 +63,12 @@ def _file_stats(buf, f, topic_cache: dict[bytes, str]) -> tuple[dict, dict]:
     """(the file's entry, its totals by (topic, queue id)) from one header scan."""
     groups: dict[tuple[str, int], dict] = {}
     scan = HeaderScan(buf)
+    topic_ids = TopicIds(topic_cache)
+    names = topic_ids.names
     n = 0
     for table in scan:              # chunk by chunk: the arrays stay in cache
         n += len(table["position"])
-        tids, names = topic_ids(buf, table["topic_pos"], table["topic_len"], topic_cache)
+        tids = topic_ids(buf, table["topic_pos"], table["topic_len"])
         for (tid, qid), agg in queue_totals(tids, table).items():
             key = (names[tid], qid)
             g = groups.get(key)
@@ -85,97 +88,16 @@ def _merge(g: dict, agg: dict) -> dict:
             "last_store_time": max(g["last_store_time"], agg["last_store_time"])}
 
 
-def topic_ids_loop(buf, topic_pos: np.ndarray, topic_len: np.ndarray, cache: dict[bytes, str]):
-    """The reference: one topic decode per record -> (topic id per record, name by id)."""
-    ids: dict[str, int] = {}
-    tids = np.fromiter((ids.setdefault(_topic(buf, a, ln, cache), len(ids))
-                        for a, ln in zip(topic_pos.tolist(), topic_len.tolist())),
-                       dtype=np.int64, count=len(topic_pos))
-    return tids, {i: t for t, i in ids.items()}
-
-
-# A topic shorter than 16 (or 32) bytes is told apart exactly by its bytes read as two (four)
-# 64-bit words, its length in the last word's top byte; longer ones are decoded one by one.
-# By topic length (0..32): the mask of word k's bytes that belong to the topic, and the length
-# in the top byte.
-_WORD_MASKS = [np.array([(1 << (8 * min(max(n - 8 * k, 0), 8))) - 1 for n in range(33)], dtype=np.uint64)
-               for k in range(4)]
-_LENGTH_TAGS = np.array([n << 56 for n in range(33)], dtype=np.uint64)
-_SLOW = np.uint64((1 << 64) - 1)   # never a fast record's last word (its top byte is a length < 32)
-_DISTINCT_BY_MASK = 16   # this many distinct topics are found by equality masks, more by a sort
-
-
-def topic_ids(buf, topic_pos: np.ndarray, topic_len: np.ndarray, cache: dict[bytes, str]):
-    """What `topic_ids_loop` answers (the ids may be numbered differently), vectorised.
-
-    Records are grouped by their topic's words; one representative per group is decoded.
-    """
-    n = len(topic_pos)
-    pos = np.asarray(topic_pos, dtype=np.int64)
-    length = np.asarray(topic_len, dtype=np.int64)
-    nwords = 2 if int(length.max()) < 16 else 4
-    width = 8 * nwords
-    slow = (length >= width) | (pos + width > len(buf))
-    any_slow = bool(slow.any())
-    raw = _every_offset(buf, f"S{width}")[np.where(slow, 0, pos) if any_slow else pos]
-    raw = raw.view("<u8").reshape(n, nwords)
-    short = np.minimum(length, 32) if any_slow else length
-    cols = [raw[:, k] & _WORD_MASKS[k][short] for k in range(nwords)]
-    cols[-1] |= _LENGTH_TAGS[short]
-    if any_slow:
-        cols[-1][slow] = _SLOW
-    group, reps = _distinct(cols)
-    ids: dict[str, int] = {}
-    named = np.array([-1 if r < 0 or slow[r] else ids.setdefault(_topic(buf, int(pos[r]), int(length[r]), cache), len(ids))
-                      for r in reps.tolist()], dtype=np.int64)
-    tids = named[group]
-    for i in np.flatnonzero(tids < 0).tolist():
-        tids[i] = ids.setdefault(_topic(buf, int(pos[i]), int(length[i]), cache), len(ids))
-    return tids, {i: t for t, i in ids.items()}
-
-
-def _distinct(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(group per row, index of one row per group) for rows whose columns are all equal.
-
-    A group whose rows are not all equal (a hash collision in the sort path) is left at -1."""
-    n = len(cols[0])
-    group = np.full(n, -1, dtype=np.int64)
-    reps = []
-    for _ in range(_DISTINCT_BY_MASK):
-        i = int(np.argmax(group < 0))
-        if group[i] >= 0:
-            return group, np.array(reps, dtype=np.int64)
-        same = cols[0] == cols[0][i]
-        for c in cols[1:]:
-            same &= c == c[i]
-        group[same] = len(reps)
-        reps.append(i)
-    if group.min() >= 0:
-        return group, np.array(reps, dtype=np.int64)
-    with np.errstate(over="ignore"):
-        key = np.zeros(n, dtype=np.uint64)
-        for k, c in enumerate(cols):
-            key ^= c * np.uint64(0x9E3779B97F4A7C15 + 2 * k)
-            key ^= key >> np.uint64(29)
-    uniq = np.unique(key)
-    group = np.searchsorted(uniq, key)
-    first = np.full(len(uniq), n, dtype=np.int64)
-    np.minimum.at(first, group, np.arange(n, dtype=np.int64))
-    rep = first[group]
-    same = np.ones(n, dtype=bool)
-    for c in cols:
-        same &= c == c[rep]
-    group[~same] = len(first)           # collisions: decoded one by one
-    return group, np.append(first, -1)
-
-
 def queue_totals(tids: np.ndarray, table: dict) -> dict[tuple[int, int], dict]:
     """Per (topic id, queue id): messages, bytes, queue offset and store time ranges."""
     qid = table["queue_id"].astype(np.int64)
     qmin = int(qid.min())
     span = int(qid.max()) - qmin + 1
     if (int(tids.max()) + 1) * span <= 1 << 20:   # a dense code: no sort needed
-        code = tids * span + (qid - qmin)
+        code = tids * span
+        code += qid
+        if qmin:
+            code -= qmin
         n_codes = (int(tids.max()) + 1) * span
         uniq = None
     else:
@@ -200,14 +122,6 @@ def queue_totals(tids: np.ndarray, table: dict) -> dict[tuple[int, int], dict]:
         out[key] = {"messages": int(messages[c]), "bytes": int(nbytes[c]),
                     **{name: int(v[c]) for name, v in ranges.items()}}
     return out
-
-
-def _topic(buf, at: int, length: int, cache: dict[bytes, str]) -> str:
-    raw = bytes(buf[at:at + length])
-    name = cache.get(raw)
-    if name is None:
-        name = cache[raw] = raw.decode("utf-8", "replace")
-    return name
 
 
 def _reduce(op, inv: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:

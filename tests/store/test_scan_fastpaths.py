@@ -12,7 +12,8 @@ from mqtool_store.commitlog import MessageRecordSchema, encode_blank, encode_rec
 from mqtool_store import logscan
 from mqtool_store.logscan import HeaderScan, RecordIterator, header_table, scan_file, walk, walk_array, walk_loop
 from mqtool_store.reader import CommitLogReader
-from mqtool_store.stats import commitlog_stats, topic_ids, topic_ids_loop
+from mqtool_store.stats import commitlog_stats
+from mqtool_store.topicids import TopicIds, topic_ids, topic_ids_loop
 from tests.store.varied import damage, encode, varied_records, write_commitlog
 
 
@@ -152,6 +153,28 @@ def test_topic_ids_are_the_loops(topics, end_with_record):
     ref_tids, ref_names = topic_ids_loop(buf, table["topic_pos"], table["topic_len"], {})
     assert [names[t] for t in tids.tolist()] == [ref_names[t] for t in ref_tids.tolist()]
     assert sorted(names.values()) == sorted(ref_names.values())
+
+
+@pytest.mark.parametrize("chunks", [
+    # topics arriving chunk by chunk: new ones appear later, lengths mix, known ones come back
+    [[b"BenchTopic0", b"BenchTopic1"], [b"BenchTopic1", b"BenchTopic2", b"A"], [b"A", b"BenchTopic0"]],
+    # no single word tells these apart (the same first word twice, the same second word twice):
+    # the search runs on a hash of both words
+    [[b"AAAAAAAAx", b"AAAAAAAAy"], [b"BBBBBBBBx", b"AAAAAAAAx"], [b"BBBBBBBBx", b"AAAAAAAAy", b"BBBBBBBBy"]],
+    # told apart by length only; then a 16-byte topic (the general path) among known ones
+    [[b"A", b"A\0", b"A\0\0"], [b"sixteen_bytes_16", b"A\0"], [b"A", b"A\0\0"]],
+    ["话题 тема".encode().split(), [b"T\xff", b"T\xfe"], [b"T\xfe", "тема".encode()]],
+])
+def test_topic_ids_across_chunks_are_the_loops(chunks):
+    cache: dict[bytes, str] = {}
+    ids = TopicIds(cache)
+    for topics in chunks:
+        buf = topic_buffer(topics, 60, end_with_record=False)
+        table, _ = scan_file(buf)
+        tids = ids(buf, table["topic_pos"], table["topic_len"])
+        ref_tids, ref_names = topic_ids_loop(buf, table["topic_pos"], table["topic_len"], {})
+        assert [ids.names[t] for t in tids.tolist()] == [ref_names[t] for t in ref_tids.tolist()]
+    assert len(ids.names) == len(set(ids.names))     # one id per name, across every chunk
 
 
 def reference_stats(directory) -> dict:
