@@ -410,9 +410,10 @@ class MessageStore(Dispatch, Replication):
     def _prepare(self, m: Message):
         """(message, size, crc, sysflag, topic+properties tail, properties, text) or the PutResult refusing it."""
         body = m.body
-        if len(body) > self.cfg.maxMessageSize:
+        body_len = len(body)
+        if body_len > self.cfg.maxMessageSize:
             return PutResult(PutStatus.MESSAGE_ILLEGAL,
-                             remark=f"message body size {len(body)} exceeds maxMessageSize {self.cfg.maxMessageSize}")
+                             remark=f"message body size {body_len} exceeds maxMessageSize {self.cfg.maxMessageSize}")
         topic_part = self._topic_fields.get(m.topic)
         if topic_part is None:
             raw = m.topic.encode()
@@ -428,17 +429,18 @@ class MessageStore(Dispatch, Replication):
         elif text and not props:
             props = parse_properties(text)
         raw = text.encode()
-        if len(raw) > 32767:
+        raw_len = len(raw)
+        if raw_len > 32767:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark="properties longer than 32767 bytes")
         sys_flag = m.sys_flag
-        size = MSG_FIXED_SIZE_V4 + len(body) + len(topic_part) - 1 + len(raw)
+        size = MSG_FIXED_SIZE_V4 - 1 + body_len + len(topic_part) + raw_len
         if len(m.born_host[0]) == 16:
             sys_flag |= BORN_V6
             size += HOST_V6_EXTRA
         if len(self.store_host[0]) == 16:
             sys_flag |= STORE_V6
             size += HOST_V6_EXTRA
-        return (m, size, zlib.crc32(body) & 0x7FFFFFFF, sys_flag, topic_part + _I16.pack(len(raw)) + raw,
+        return (m, size, zlib.crc32(body) & 0x7FFFFFFF, sys_flag, topic_part + _I16.pack(raw_len) + raw,
                 props, text)
 
     # ------------------------------------------------------------------ pre-write

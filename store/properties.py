@@ -28,10 +28,15 @@ def _parse_strict(text: str) -> dict[str, str]:
 
 
 def format_properties(props: dict[str, str], trailing_separator: bool = False) -> str:
-    """Java's form (no trailing 0x02) unless `trailing_separator` (the C++ client's form)."""
-    text = PROPERTY_SEPARATOR.join(
-        f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None
-    )
+    """Java's form (no trailing 0x02) unless `trailing_separator` (the C++ client's form).
+
+    A None value is left out; other values are written as str() writes them."""
+    try:     # every key and value a str: joined at C speed
+        text = PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, props.items()))
+    except TypeError:
+        text = PROPERTY_SEPARATOR.join(
+            f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None
+        )
     if trailing_separator and text:
         text += PROPERTY_SEPARATOR
     return text

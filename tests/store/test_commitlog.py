@@ -116,6 +116,9 @@ def test_properties_rules():
     assert parse_properties("x\x02\x01v\x02k\x01\x02ok\x01v\x01w") == {"ok": "v\x01w"}  # empties dropped
     assert format_properties({"a": "b", "c": "d"}) == "a\x01b\x02c\x01d"
     assert format_properties({"a": "b"}, trailing_separator=True) == "a\x01b\x02"
+    # a None value is left out and other values are written with str(), as before the fast join
+    assert format_properties({"a": None, "n": 5, "c": "d"}) == "n\x015\x02c\x01d"
+    assert format_properties({}) == "" and format_properties({"a": None}, trailing_separator=True) == ""
 
 
 def test_blank_record():
