@@ -103,27 +103,29 @@ _MAGIC_BYTES = struct.pack(">i", MESSAGE_MAGIC)
 _SEARCH_CHUNK = 4 << 20
 
 
-def _magic_candidates(arr: np.ndarray, start: int, limit: int) -> np.ndarray:
-    """Every p in [start, limit] with MESSAGE_MAGIC at p+4 (true record starts and any look-alikes)."""
+def _magic_candidates(arr: np.ndarray, start: int, limit: int, pool=None) -> np.ndarray:
+    """Every p in [start, limit] with MESSAGE_MAGIC at p+4 (true record starts and any look-alikes);
+    the search's chunks on a thread `pool`'s threads when given."""
     b0, b1, b2, b3 = _MAGIC_BYTES
-    out = []
-    for lo in range(start, limit + 1, _SEARCH_CHUNK):
+
+    def search(lo):
         hi = min(limit + 1, lo + _SEARCH_CHUNK)
         idx = np.flatnonzero(arr[lo + 4:hi + 4] == b0)
         idx += lo
-        idx = idx[(arr[idx + 5] == b1) & (arr[idx + 6] == b2) & (arr[idx + 7] == b3)]
-        out.append(idx)
+        return idx[(arr[idx + 5] == b1) & (arr[idx + 6] == b2) & (arr[idx + 7] == b3)]
+    starts = range(start, limit + 1, _SEARCH_CHUNK)
+    out = list(pool.map(search, starts) if pool else map(search, starts))
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
-def walk_array(buf, start: int = 0, end: int | None = None) -> tuple[np.ndarray, FileEnd]:
+def walk_array(buf, start: int = 0, end: int | None = None, pool=None) -> tuple[np.ndarray, FileEnd]:
     """`walk_loop`'s answer as an int64 array, found mostly without a Python loop.
 
     Record starts are searched for by their magic code; wherever the hop chain (p + TOTALSIZE)
     runs through those candidates it is checked in one vector comparison. A hop that lands off
     the candidates (a V2 magic code, a damaged record) continues with the Python loop, and a
     look-alike inside a body is skipped because no hop lands on it, so the answer is always
-    the loop's.
+    the loop's. With a thread `pool` the magic search runs on its threads.
     """
     if end is None:
         end = len(buf)
@@ -131,7 +133,7 @@ def walk_array(buf, start: int = 0, end: int | None = None) -> tuple[np.ndarray,
     if start > limit:
         return np.zeros(0, np.int64), classify_end(buf, start, end)
     arr = np.frombuffer(buf, dtype=np.uint8)
-    cand = _magic_candidates(arr, start, limit)
+    cand = _magic_candidates(arr, start, limit, pool)
     sizes = _every_offset(buf, "S4")[cand].view(">i4").astype(np.int64) if cand.size else cand
     nxt = cand + sizes
     size_ok = (sizes >= MSG_FIXED_SIZE_V4) & (sizes <= end - cand)
@@ -263,17 +265,30 @@ class HeaderScan:
         self.end: FileEnd | None = None
 
     def __iter__(self):
+        return self.map(None)
+
+    def map(self, fn, pool=None):
+        """`fn(table)` for each table iterating would yield, in order (the tables themselves when
+        `fn` is None). With a thread `pool` the magic search, the chunks' tables and `fn` run on
+        its threads, every chunk at once: keep `fn`'s answers small. `.end` is set at the end."""
         buf, end = self.buf, self.limit
-        positions, file_end = walk_array(buf, 0, end)
-        for lo in range(0, len(positions), self.chunk):
-            part = positions[lo:lo + self.chunk]
+        positions, file_end = walk_array(buf, 0, end, pool)
+        parts = [positions[lo:lo + self.chunk] for lo in range(0, len(positions), self.chunk)]
+
+        def one(part):
             table, n_valid = header_table(buf, part, end)
             if n_valid < len(part):
+                cut = {k: v[:n_valid] for k, v in table.items()}
+                return n_valid, int(table["magic"][n_valid]), (cut if fn is None else fn(cut)) if n_valid else None
+            return n_valid, 0, table if fn is None else fn(table)
+
+        for part, (n_valid, magic, out) in zip(parts, pool.map(one, parts) if pool else map(one, parts)):
+            if n_valid < len(part):
                 if n_valid:
-                    yield {k: v[:n_valid] for k, v in table.items()}
-                file_end = _bad_record_end(buf, int(part[n_valid]), int(table["magic"][n_valid]), end)
+                    yield out
+                file_end = _bad_record_end(buf, int(part[n_valid]), magic, end)
                 break
-            yield table
+            yield out
         self.end = file_end
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
@@ -24,32 +25,54 @@ from .topicids import TopicIds
 def commitlog_stats(reader: CommitLogReader, progress=None, workers: int | None = None) -> dict:
     """Per file and per (topic, queue) totals of the valid records, from header scans.
 
-    Files are scanned by `workers` threads (default: one per available core, at most
-    SCAN_WORKERS): numpy releases the GIL in the gathers and comparisons that make up most of
-    a scan, so two cores scan two files at once. Totals are merged in file order.
+    The scan runs on `workers` threads (default: one per available core, at most SCAN_WORKERS):
+    numpy releases the GIL in the gathers, comparisons and searches that make up most of it.
+    With at least as many files as threads each thread scans whole files; with fewer, files are
+    scanned one after the other and each file's chunks are spread over the threads. Totals are
+    merged in file and chunk order, so the answer is the same either way.
     """
-    workers = min(workers or available_cores(), SCAN_WORKERS, max(len(reader.files), 1))
+    files = reader.files
+    workers = min(workers or available_cores(), SCAN_WORKERS)
+    local = threading.local()
     topic_cache: dict[bytes, str] = {}
 
-    def one(f):
-        return _file_stats(reader.buffer(f), f, topic_cache)
+    def chunk_totals(buf, table) -> dict[tuple[str, int], dict]:
+        ids = getattr(local, "ids", None)
+        if ids is None:
+            ids = local.ids = TopicIds(topic_cache)      # one per thread: it learns as it goes
+        tids = ids(buf, table["topic_pos"], table["topic_len"])
+        return {(ids.names[tid], qid): agg for (tid, qid), agg in queue_totals(tids, table).items()}
 
-    files = []
+    def file_stats(f, chunk_pool=None) -> tuple[dict, dict]:
+        buf = reader.buffer(f)
+        scan = HeaderScan(buf)
+        groups: dict[tuple[str, int], dict] = {}
+        n = 0
+        for count, totals in scan.map(lambda table: (len(table["position"]), chunk_totals(buf, table)), chunk_pool):
+            n += count
+            _merge_into(groups, totals)
+        end = scan.end
+        return {"file": f.path.name, "start": f.start, "size": f.size, "records": n,
+                "write_position": end.position, "end": end.reason, "detail": end.detail,
+                "invalid_bytes": end.invalid_bytes}, groups
+
+    entries = []
     groups: dict[tuple[str, int], dict] = {}
     with ThreadPoolExecutor(workers) if workers > 1 else nullcontext() as pool:
-        per_file = pool.map(one, reader.files) if pool else map(one, reader.files)
-        for f, (entry, file_groups) in zip(reader.files, per_file):
-            files.append(entry)
-            for key, agg in file_groups.items():
-                g = groups.get(key)
-                groups[key] = agg if g is None else _merge(g, agg)
+        if pool is None or len(files) < workers:
+            per_file = (file_stats(f, pool) for f in files)
+        else:
+            per_file = pool.map(file_stats, files)
+        for f, (entry, file_groups) in zip(files, per_file):
+            entries.append(entry)
+            _merge_into(groups, file_groups)
             if progress:
                 progress(f.size)
     queues = [{"topic": t, "queue_id": q, **v} for (t, q), v in sorted(groups.items())]
-    return {"files": files, "queues": queues}
+    return {"files": entries, "queues": queues}
 
 
-SCAN_WORKERS = 8   # threads scanning files at once, at most
+SCAN_WORKERS = 8   # threads scanning at once, at most
 
 
 def available_cores() -> int:
@@ -59,25 +82,10 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _file_stats(buf, f, topic_cache: dict[bytes, str]) -> tuple[dict, dict]:
-    """(the file's entry, its totals by (topic, queue id)) from one header scan."""
-    groups: dict[tuple[str, int], dict] = {}
-    scan = HeaderScan(buf)
-    topic_ids = TopicIds(topic_cache)
-    names = topic_ids.names
-    n = 0
-    for table in scan:              # chunk by chunk: the arrays stay in cache
-        n += len(table["position"])
-        tids = topic_ids(buf, table["topic_pos"], table["topic_len"])
-        for (tid, qid), agg in queue_totals(tids, table).items():
-            key = (names[tid], qid)
-            g = groups.get(key)
-            groups[key] = agg if g is None else _merge(g, agg)
-    end = scan.end
-    entry = {"file": f.path.name, "start": f.start, "size": f.size, "records": n,
-             "write_position": end.position, "end": end.reason, "detail": end.detail,
-             "invalid_bytes": end.invalid_bytes}
-    return entry, groups
+def _merge_into(groups: dict, more: dict) -> None:
+    for key, agg in more.items():
+        g = groups.get(key)
+        groups[key] = agg if g is None else _merge(g, agg)
 
 
 def _merge(g: dict, agg: dict) -> dict:

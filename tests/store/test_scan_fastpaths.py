@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mmap
 import random
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -63,6 +64,27 @@ def test_walk_array_is_walk_loop(seed):
             pos, fend = walk_array(b, start, end)
             assert pos.tolist() == ref_pos and fend == ref_end
             assert walk(b, start, end) == (ref_pos, ref_end)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_walk_and_scan_on_threads_are_the_loops(seed, monkeypatch):
+    """The magic search in 997-byte pieces (records straddle them) and the chunks' tables on a
+    thread pool: the same positions, tables and end as the loop, in order."""
+    monkeypatch.setattr(logscan, "_SEARCH_CHUNK", 997)
+    with ThreadPoolExecutor(3) as pool:
+        for b in damaged_copies(varied_buffer(seed=seed), seed):
+            ref_pos, ref_end = walk_loop(b)
+            pos, fend = walk_array(b, pool=pool)
+            assert pos.tolist() == ref_pos and fend == ref_end
+            arr, limit = np.frombuffer(b, np.uint8), len(b) - 92
+            # (a wrong candidate list would still give the loop's answer, by the loop: compared directly)
+            assert logscan._magic_candidates(arr, 0, limit, pool).tolist() == \
+                logscan._magic_candidates(arr, 0, limit).tolist()
+            scan, threaded = HeaderScan(b, chunk=7), HeaderScan(b, chunk=7)
+            positions = [t["position"].tolist() for t in scan]
+            assert threaded.end is None
+            assert list(threaded.map(lambda t: t["position"].tolist(), pool)) == positions
+            assert threaded.end == scan.end
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -200,13 +222,17 @@ def reference_stats(directory) -> dict:
     return {"files": files, "queues": queues}
 
 
-@pytest.mark.parametrize("table_chunk,workers", [(1 << 16, 1), (13, 1), (13, 3)])
+@pytest.mark.parametrize("table_chunk,workers,file_kib", [
+    (1 << 16, 1, 8), (13, 1, 8),
+    (13, 3, 8),         # 6 files on 3 threads: whole files per thread
+    (13, 3, 32),        # 2 files on 3 threads: one file after the other, chunks on the threads
+])
 @pytest.mark.parametrize("how", [None, "garbage", "size", "magic", "zeros", "body_len"])
-def test_commitlog_stats_are_a_per_record_count(tmp_path, monkeypatch, how, table_chunk, workers):
+def test_commitlog_stats_are_a_per_record_count(tmp_path, monkeypatch, how, table_chunk, workers, file_kib):
     monkeypatch.setattr(logscan, "_TABLE_CHUNK", table_chunk)
     d = tmp_path / "commitlog"
-    files = write_commitlog(d, varied_records(300), file_size=8 * 1024)
-    assert len(files) > 3       # so that 3 threads each scan more than one file
+    files = write_commitlog(d, varied_records(300), file_size=file_kib * 1024)
+    assert (len(files) > workers) if file_kib == 8 else (1 < len(files) < workers)
     if how:
         damage(files[1], how, at_record=2)
     with CommitLogReader(d) as reader:
