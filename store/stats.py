@@ -48,7 +48,9 @@ def commitlog_stats(reader: CommitLogReader, progress=None, workers: int | None 
         scan = HeaderScan(buf)
         groups: dict[tuple[str, int], dict] = {}
         n = 0
-        for count, totals in scan.map(lambda table: (len(table["position"]), chunk_totals(buf, table)), chunk_pool):
+        def counted(table):
+            return len(table["position"]), chunk_totals(buf, table)
+        for count, totals in scan.map(counted, chunk_pool):
             n += count
             _merge_into(groups, totals)
         end = scan.end

@@ -104,17 +104,17 @@ def _topic(buf, at: int, length: int, cache: dict[bytes, str]) -> str:
     return name
 
 
-
 _HASH = np.uint64(0x9E3779B97F4A7C15)
 
 
 class TopicIds:
-    """`topic_ids` for one chunk after another of the same file: ids stay the same across
-    chunks (`names[id]` is the topic) and topics seen before are found by a sorted search.
+    """`topic_ids` for one chunk after another (of one file or several): ids stay the same
+    across chunks (`names[id]` is the topic) and topics seen before are found by a sorted search.
 
     Only topics shorter than 16 bytes take the search (their two words and length are the
     whole key); a chunk with a longer topic, or one too close to the buffer's end to read 16
-    bytes, goes through `topic_ids`.
+    bytes, goes through `topic_ids`. One instance per thread: it changes as it learns (the
+    `cache` of decoded names may be shared).
     """
 
     def __init__(self, cache: dict[bytes, str]):
