@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +59,8 @@ def commitlog_stats(reader: CommitLogReader, progress=None, workers: int | None 
 
     entries = []
     groups: dict[tuple[str, int], dict] = {}
-    with ThreadPoolExecutor(workers) if workers > 1 else nullcontext() as pool:
+    pool = ThreadPoolExecutor(workers) if workers > 1 else None
+    try:
         if pool is None or len(files) < workers:
             per_file = (file_stats(f, pool) for f in files)
         else:
@@ -70,6 +70,9 @@ def commitlog_stats(reader: CommitLogReader, progress=None, workers: int | None 
             _merge_into(groups, file_groups)
             if progress:
                 progress(f.size)
+    finally:
+        if pool is not None:     # a Ctrl-C or an error: what has not started never does
+            pool.shutdown(cancel_futures=True)
     queues = [{"topic": t, "queue_id": q, **v} for (t, q), v in sorted(groups.items())]
     return {"files": entries, "queues": queues}
 

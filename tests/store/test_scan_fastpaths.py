@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mmap
 import random
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -241,6 +242,31 @@ def test_commitlog_stats_are_a_per_record_count(tmp_path, monkeypatch, how, tabl
     assert stats["queues"] == ref["queues"]
     assert [(f["file"], f["records"], f["write_position"], f["end"], f["detail"], f["invalid_bytes"])
             for f in stats["files"]] == ref["files"]
+
+
+def test_an_interrupted_stats_starts_no_more_files(tmp_path):
+    """A Ctrl-C (here raised by the progress callback after the first file) cancels the files
+    no thread has started: `store stats` of a large store ends within a file's scan."""
+    d = tmp_path / "commitlog"
+    files = write_commitlog(d, varied_records(600), file_size=8 * 1024)
+    assert len(files) >= 12
+    gate, started = threading.Event(), []
+    with CommitLogReader(d) as reader:
+        plain = reader.buffer
+
+        def buffer(f):
+            started.append(f.path.name)
+            if f.path != files[0]:
+                gate.wait(10)       # every other file waits until the interrupt
+            return plain(f)
+        reader.buffer = buffer
+
+        def progress(_size):
+            gate.set()
+            raise KeyboardInterrupt
+        with pytest.raises(KeyboardInterrupt):
+            commitlog_stats(reader, progress, workers=2)
+    assert len(started) <= 5, started       # the first, those running, at most one more each
 
 
 def test_many_queues_take_the_sort_path(tmp_path):
