@@ -4,7 +4,8 @@ Two speeds over the same bytes:
   * `walk` + `header_table`: the record starts (found by a vectorised magic-code search, checked
     against the TOTALSIZE hops; `walk_loop` is the plain loop it must agree with), then numpy
     gathers every fixed field of many records at once (the header-only scan: `HeaderScan`
-    chunk by chunk, `scan_file` for a whole file);
+    chunk by chunk, or its chunks over a thread pool with `HeaderScan.map`; `scan_file` for a
+    whole file);
   * `iter_records`: full decode of each record (body, topic, properties) with `decode_record`.
 Both stop at the same place for the same reason; tests hold them to it.
 """
