@@ -128,11 +128,11 @@ def median_timed(fn, repeat: int):
     return out, statistics.median(times), times
 
 
-def dump_reference(directory: Path, limit: int, body: str, topic: str | None = None) -> int:
+def dump_reference(directory: Path, limit: int, body: str, **filters) -> int:
     """The reference `store dump --json`: a row dict per record, the CLI's rendering and encoder."""
     n = 0
     with CommitLogReader(directory) as reader, open(os.devnull, "w", encoding="utf-8") as out:
-        for row in dump_commitlog(reader, Filters(limit=limit, topic=topic)):
+        for row in dump_commitlog(reader, Filters(limit=limit, **filters)):
             if row["kind"] == "message":
                 text, cut = render_body(row.pop("body_bytes"), body, None)
                 row["body"], row["body_truncated"], row["body_encoding"] = text, cut, body
@@ -141,12 +141,12 @@ def dump_reference(directory: Path, limit: int, body: str, topic: str | None = N
     return n
 
 
-def dump_fast(directory: Path, limit: int, body: str, count: bool = False, topic: str | None = None) -> int:
+def dump_fast(directory: Path, limit: int, body: str, count: bool = False, **filters) -> int:
     """The fast writer, as the CLI drives it (chunks of lines straight to the output); with
     `count`, the number of lines written (an untimed check: counting costs ~8% of the run)."""
     n = 0
     with CommitLogReader(directory) as reader, open(os.devnull, "w", encoding="utf-8") as out:
-        for item in commitlog_json(reader, Filters(limit=limit, topic=topic), body, None, None):
+        for item in commitlog_json(reader, Filters(limit=limit, **filters), body, None, None):
             if isinstance(item, str):
                 if count:
                     n += item.count("\n")
@@ -260,17 +260,20 @@ def main() -> int:
                 "cli_records_per_s_after_start": round(dump_n / max(t_cli - t_start, 1e-9)),
                 "records": dump_n, "reference_records": n_ref}
 
-        # --topic (a quarter of the records): lines written per second, the fast writer's row masks
-        # against the reference path, which decodes every record to test it.
-        want = dump_n // 4
-        n_tref, t_tref, _ = median_timed(lambda: dump_reference(cl_dir, want // 10, "none", "BenchTopic0"), args.repeat)
-        n_tfast = dump_fast(cl_dir, want, "none", count=True, topic="BenchTopic0")
-        _, t_tfast, runs_tfast = median_timed(lambda: dump_fast(cl_dir, want, "none", topic="BenchTopic0"), args.repeat)
-        assert n_tref == want // 10 and n_tfast == want, (n_tref, n_tfast)
-        dump["topic_filter_body_none"] = {
-            "reference_lines_per_s": round(n_tref / t_tref), "fast_lines_per_s": round(n_tfast / t_tfast),
-            "fast_runs_s": [round(t, 3) for t in runs_tfast], "vs_reference": round((n_tfast / t_tfast) / (n_tref / t_tref), 1),
-            "lines": want, "of_records": "one topic of four"}
+        # Filtered dumps: lines written per second, the fast writer's row masks against the reference
+        # path, which decodes every record to test it. (name, filters, lines, what they select)
+        for name, filters, want, note in (
+                ("topic_filter_body_none", {"topic": "BenchTopic0"}, dump_n // 4, "one topic of four"),
+                ("tag_filter_body_none", {"tag": "TagA"}, dump_n // 4, "one tag of two"),
+                ("key_filter_body_none", {"key": "k-1234"}, min(100, records // 5000), "one record in 5,000")):
+            n_tref, t_tref, _ = median_timed(lambda: dump_reference(cl_dir, want // 10, "none", **filters), args.repeat)
+            n_tfast = dump_fast(cl_dir, want, "none", count=True, **filters)
+            _, t_tfast, runs_tfast = median_timed(lambda: dump_fast(cl_dir, want, "none", **filters), args.repeat)
+            assert n_tref == want // 10 and n_tfast == want, (name, n_tref, n_tfast)
+            dump[name] = {
+                "reference_lines_per_s": round(n_tref / t_tref), "fast_lines_per_s": round(n_tfast / t_tfast),
+                "fast_runs_s": [round(t, 3) for t in runs_tfast],
+                "vs_reference": round((n_tfast / t_tfast) / (n_tref / t_tref), 1), "lines": want, "of_records": note}
 
         def full_decode():
             n = 0

@@ -5,11 +5,12 @@ per record, `json.dumps(row, ensure_ascii=False)`): ~30k records/s. Without filt
 plain records (4.x magic code, IPv4 hosts, uncompressed body, non-negative offset, plain
 properties of one key layout) are written many at once by store/dumpcols.py; a plain record
 outside such a run becomes its line in one f-string, with everything that repeats (file,
-topic, hosts, sysflag names) encoded once and cached (store/dumplines.py). The topic, queue and
-time filters are row masks over each run's header table (`_selector`): the records they drop are
-skipped unread. Any other record, the tag and key filters, damage and stops go through the
-reference code, so the output is the reference's byte for byte (tests/store/test_dumpjson.py
-holds them equal).
+topic, hosts, sysflag names) encoded once and cached (store/dumplines.py). The filters are row
+masks over each run's header table (`_selector`): topic, queue and time compared in the table;
+tag and key by a byte search over the run's properties, then an exact check of the records that
+hold the bytes; the records they drop are skipped unread. Any other record, damage and stops go
+through the reference code, so the output is the reference's byte for byte
+(tests/store/test_dumpjson.py holds them equal).
 """
 from __future__ import annotations
 
@@ -272,11 +273,17 @@ def _selected_run(colw: ColumnWriter, buf, base: int, head: str, table: dict, n_
 
 
 def _selector(f: Filters):
-    """A row mask over a header table for the topic, queue and time filters (the tag and key
-    filters need the properties: those go record by record), or None."""
-    if f.tag is not None or f.key is not None or (f.topic is not None and "\ufffd" in f.topic):
-        return None                # (a topic with U+FFFD may match bytes that are not valid UTF-8)
+    """A row mask over a header table for the filters, or None (record by record).
+
+    Topic, queue and time are compared in the table. For a tag or key, a record can match only
+    if its properties bytes hold "TAGS\x01<tag>" (the key's bytes): those are found by a byte
+    search over the run, and only the records holding them are parsed and checked exactly. A
+    topic, tag or key with U+FFFD goes record by record (it may match bytes that are not UTF-8)."""
+    if any("\ufffd" in v for v in (f.topic, f.tag, f.key) if v is not None):
+        return None
     topic = f.topic.encode() if f.topic is not None else None
+    needles = [n for n in (None if f.tag is None else b"TAGS\x01" + f.tag.encode(),
+                           None if f.key is None else f.key.encode()) if n is not None]
 
     def select(buf, t: dict, n: int) -> np.ndarray:
         keep = np.ones(n, bool)
@@ -292,8 +299,47 @@ def _selector(f: Filters):
             if len(topic) and len(rows):
                 raw = _every_offset(buf, f"S{len(topic)}")[t["topic_pos"][rows]].view(np.uint8)
                 keep[rows] = (raw.reshape(len(rows), len(topic)) == np.frombuffer(topic, np.uint8)).all(axis=1)
+        for needle in needles:
+            rows = np.flatnonzero(keep)
+            keep[rows] = _holding(buf, needle, t["props_pos"][rows], t["props_len"][rows])
+        if needles:
+            for r in np.flatnonzero(keep).tolist():
+                at, size = int(t["props_pos"][r]), int(t["props_len"][r])
+                keep[r] = _tag_and_key_match(f, parse_properties(bytes(buf[at:at + size]).decode("utf-8", "replace")))
         return keep
     return select
+
+
+def _holding(buf, needle: bytes, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Which of the byte ranges [start, start + size) (ascending, apart) hold `needle`, by one
+    search over the span they cover."""
+    held = np.zeros(len(starts), bool)
+    if not len(starts):
+        return held
+    lo, hi = int(starts[0]), int(starts[-1] + sizes[-1])
+    data, shift = (buf, 0) if hasattr(buf, "find") else (bytes(buf[lo:hi]), lo)
+    found = []
+    i = data.find(needle, lo - shift, hi - shift)
+    while i >= 0:
+        found.append(i + shift)
+        i = data.find(needle, i + 1, hi - shift)
+    if found:
+        at = np.array(found, dtype=np.int64)
+        row = np.searchsorted(starts, at, side="right") - 1
+        inside = (row >= 0) & (at + len(needle) <= starts[np.maximum(row, 0)] + sizes[np.maximum(row, 0)])
+        held[row[inside]] = True
+    return held
+
+
+def _tag_and_key_match(f: Filters, props: dict) -> bool:
+    """Filters.record_matches' tag and key tests on a record's properties."""
+    if f.tag is not None and props.get("TAGS") != f.tag:
+        return False
+    if f.key is not None:
+        keys = [k for k in props.get("KEYS", "").split(" ") if k]
+        if f.key not in keys and props.get("UNIQ_KEY") != f.key:
+            return False
+    return True
 
 
 def _matches(f: Filters, topic: str, qid: int, props: dict, store_ts: int) -> bool:
@@ -302,12 +348,8 @@ def _matches(f: Filters, topic: str, qid: int, props: dict, store_ts: int) -> bo
         return False
     if f.queue is not None and qid != f.queue:
         return False
-    if f.tag is not None and props.get("TAGS") != f.tag:
+    if not _tag_and_key_match(f, props):
         return False
-    if f.key is not None:
-        keys = [k for k in props.get("KEYS", "").split(" ") if k]
-        if f.key not in keys and props.get("UNIQ_KEY") != f.key:
-            return False
     if f.since is not None and store_ts < f.since:
         return False
     if f.until is not None and store_ts > f.until:

@@ -223,15 +223,23 @@ def test_column_runs_cut_anywhere(plain, damaged, taken, monkeypatch, chunk, spa
     Filters(topic="Orders", queue=1, limit=40), Filters(topic="Orders", limit=1), Filters(queue=0, limit=500),
     Filters(topic="Orders", from_offset=300_000, to_offset=600_001), Filters(topic="%RETRY%GID_long_consumer_group"),
     Filters(topic="Orders", tag="Tag1"), Filters(topic="Or\ufffders"),
+    # tags and keys: found by their bytes, then checked on the parsed properties
+    Filters(tag="Tag1"), Filters(tag="标签2"), Filters(tag="t"), Filters(tag="x"), Filters(tag='q"uote1'),
+    Filters(tag=""), Filters(tag="Tag"), Filters(key="k5"), Filters(key="k201x"), Filters(key="lead"),
+    Filters(key="k1"),                  # its bytes are in k10, k100, ...: found, then refused
+    Filters(key="ключ30"), Filters(key=f"{555:032X}"), Filters(key="DefaultCluster"), Filters(key="c1"),
+    Filters(tag="Tag1", key="k34"), Filters(topic="话题", tag="Tag2", queue=1), Filters(tag="Tag0", limit=25),
+    Filters(tag="\ufffd1"), Filters(key="k\ufffd"),
 ])
-def test_topic_queue_and_time_filters_take_column_runs(plain, damaged, taken, f):
-    """The topic, queue and time filters select rows of each column run (the others are skipped
-    unread); tag and key filters, and a topic with U+FFFD, stay record by record."""
+def test_filters_take_column_runs(plain, damaged, taken, f):
+    """Every filter selects rows of each column run (the others are skipped unread), with the
+    reference's bytes; a topic, tag or key with U+FFFD stays record by record."""
     text = assert_same(plain, f, "text", 5)
     assert_same(damaged, f)
-    if f.tag is None and "\ufffd" not in (f.topic or "") and text.count('"kind": "message"') > 300:
+    odd = any("\ufffd" in v for v in (f.topic, f.tag, f.key) if v is not None)
+    if not odd and text.count('"kind": "message"') > 300:
         assert taken["records"] > 0
-    if f.tag is not None or "\ufffd" in (f.topic or ""):
+    if odd:
         assert taken["records"] == 0
 
 
