@@ -83,9 +83,9 @@ class ColumnWriter:
         if len(set(names)) != k:
             return "", 0                   # a key twice: the record-by-record path keeps the last
         for j, name in enumerate(names):
-            col = flat[2 * j::2 * k]
+            col = flat[2 * j:2 * k * n:2 * k]     # the records still in the run (an earlier name may have cut it)
             if col.count(name) != n:
-                n = min(n, next(i for i, x in enumerate(col) if x != name))
+                n = next(i for i, x in enumerate(col) if x != name)
         if n == 0:
             return "", 0
         del flat[2 * k * n:]

@@ -275,15 +275,16 @@ def _selected_run(colw: ColumnWriter, buf, base: int, head: str, table: dict, n_
 def _selector(f: Filters):
     """A row mask over a header table for the filters, or None (record by record).
 
-    Topic, queue and time are compared in the table. For a tag or key, a record can match only
-    if its properties bytes hold "TAGS\x01<tag>" (the key's bytes): those are found by a byte
-    search over the run, and only the records holding them are parsed and checked exactly. A
-    topic, tag or key with U+FFFD goes record by record (it may match bytes that are not UTF-8)."""
+    Topic, queue and time are compared in the table. Tags and keys are found by byte searches
+    over the run's properties: a record whose properties hold one "TAGS\x01" piece is decided
+    there (its value is the tag or not); the others that may match (more than one TAGS piece, or
+    the key's bytes somewhere) are parsed and checked exactly. A topic, tag or key with U+FFFD
+    goes record by record (it may match bytes that are not UTF-8)."""
     if any("\ufffd" in v for v in (f.topic, f.tag, f.key) if v is not None):
         return None
     topic = f.topic.encode() if f.topic is not None else None
-    needles = [n for n in (None if f.tag is None else b"TAGS\x01" + f.tag.encode(),
-                           None if f.key is None else f.key.encode()) if n is not None]
+    tag = f.tag.encode() if f.tag is not None else None
+    key = f.key.encode() if f.key is not None else None
 
     def select(buf, t: dict, n: int) -> np.ndarray:
         keep = np.ones(n, bool)
@@ -299,35 +300,76 @@ def _selector(f: Filters):
             if len(topic) and len(rows):
                 raw = _every_offset(buf, f"S{len(topic)}")[t["topic_pos"][rows]].view(np.uint8)
                 keep[rows] = (raw.reshape(len(rows), len(topic)) == np.frombuffer(topic, np.uint8)).all(axis=1)
-        for needle in needles:
+        unsure = np.zeros(n, bool)          # rows only a parse of their properties can decide
+        if tag is not None:
             rows = np.flatnonzero(keep)
-            keep[rows] = _holding(buf, needle, t["props_pos"][rows], t["props_len"][rows])
-        if needles:
-            for r in np.flatnonzero(keep).tolist():
-                at, size = int(t["props_pos"][r]), int(t["props_len"][r])
-                keep[r] = _tag_and_key_match(f, parse_properties(bytes(buf[at:at + size]).decode("utf-8", "replace")))
+            decided, holds = _tag_pieces(buf, tag, t["props_pos"][rows], t["props_len"][rows])
+            keep[rows] = holds | ~decided
+            unsure[rows] = ~decided
+        if key is not None:
+            rows = np.flatnonzero(keep)
+            keep[rows] = _holding(buf, key, t["props_pos"][rows], t["props_len"][rows])
+            unsure[rows] = True
+        for r in np.flatnonzero(keep & unsure).tolist():
+            at, size = int(t["props_pos"][r]), int(t["props_len"][r])
+            keep[r] = _tag_and_key_match(f, parse_properties(bytes(buf[at:at + size]).decode("utf-8", "replace")))
         return keep
     return select
 
 
+_TAGS_PIECE = b"TAGS\x01"
+
+
+def _tag_pieces(buf, tag: bytes, starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(decided, holds) per properties range [start, start + size): where "TAGS\x01" appears at
+    most once the answer is certain (none: no TAGS; once: the piece's value is the tag or not),
+    and `holds` says whether the record's TAGS is `tag`. Elsewhere a parse decides."""
+    k = len(starts)
+    decided, holds = np.zeros(k, bool), np.zeros(k, bool)
+    if not k:
+        return decided, holds
+    ends = starts + sizes
+    at, row = _inside(buf, _TAGS_PIECE, starts, ends)
+    count = np.bincount(row, minlength=k)
+    # a value holding 0x02 is never a tag: only the parse may say so; an empty one is dropped
+    decided[:] = count == 0 if b"\x02" in tag or not tag else count <= 1
+    once = count[row] == 1
+    at, row = at[once], row[once]
+    arr = np.frombuffer(buf, np.uint8)
+    piece_start = (at == starts[row]) | (arr[np.maximum(at - 1, 0)] == 2)
+    value_end = at + len(_TAGS_PIECE) + len(tag)
+    fits = value_end <= ends[row]
+    value = _every_offset(buf, f"S{len(tag)}")[np.where(fits, at + len(_TAGS_PIECE), 0)] if tag else None
+    same = fits & (value == tag if tag else True)
+    closed = (value_end == ends[row]) | (arr[np.minimum(value_end, len(arr) - 1)] == 2)
+    holds[row] = piece_start & same & closed
+    holds &= decided
+    return decided, holds
+
+
+def _inside(buf, needle: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(where, which range) for every occurrence of `needle` wholly inside one of the ranges
+    [starts[i], ends[i]) (ascending, apart), found by one vectorised search over their span."""
+    arr = np.frombuffer(buf, np.uint8)
+    lo, hi = int(starts[0]), int(ends[-1])
+    m = len(needle)
+    seg = arr[lo:hi]
+    at = np.flatnonzero(seg[:max(len(seg) - m + 1, 0)] == needle[0]) if m else np.zeros(0, np.int64)
+    for j in range(1, m):
+        at = at[seg[at + j] == needle[j]]
+    at = at + lo
+    row = np.searchsorted(starts, at, side="right") - 1
+    ok = (row >= 0) & (at + m <= ends[np.maximum(row, 0)])
+    return at[ok], row[ok]
+
+
 def _holding(buf, needle: bytes, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Which of the byte ranges [start, start + size) (ascending, apart) hold `needle`, by one
-    search over the span they cover."""
+    """Which of the byte ranges [start, start + size) (ascending, apart) hold `needle`."""
     held = np.zeros(len(starts), bool)
-    if not len(starts):
-        return held
-    lo, hi = int(starts[0]), int(starts[-1] + sizes[-1])
-    data, shift = (buf, 0) if hasattr(buf, "find") else (bytes(buf[lo:hi]), lo)
-    found = []
-    i = data.find(needle, lo - shift, hi - shift)
-    while i >= 0:
-        found.append(i + shift)
-        i = data.find(needle, i + 1, hi - shift)
-    if found:
-        at = np.array(found, dtype=np.int64)
-        row = np.searchsorted(starts, at, side="right") - 1
-        inside = (row >= 0) & (at + len(needle) <= starts[np.maximum(row, 0)] + sizes[np.maximum(row, 0)])
-        held[row[inside]] = True
+    if len(starts) and len(needle):
+        held[_inside(buf, needle, starts, starts + sizes)[1]] = True
+    elif len(starts):
+        held[:] = True
     return held
 
 

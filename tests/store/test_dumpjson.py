@@ -140,6 +140,9 @@ PLAIN_LAYOUTS = [
     "TAGS\x01\x02KEYS\x01k{i}",                                             # an empty value
     "TAGS\x01x\x02\x02KEYS\x01k{i}",                                        # an empty piece
     'TAGS\x01q"uote{t}',                                                    # something to escape
+    "TAGS\x01Tag{t}\x02KEYS\x01k{i}\x02TAGS\x01Tag2",                          # TAGS twice: the last wins
+    "xTAGS\x01Tag{t}\x02v\x01TAGS\x01Tag{t}",                                  # "TAGS\x01" in a key and a value
+    "TAGS\x01Tag{t}\x01more\x02TAGS\x01",                                     # 0x01 in a value; an empty TAGS
     "",                                                                     # no properties
 ]
 PLAIN_TOPICS = ["Orders", "话题", "T" * 15, "T" * 16, "%RETRY%GID_long_consumer_group", "Orders"]
@@ -225,10 +228,11 @@ def test_column_runs_cut_anywhere(plain, damaged, taken, monkeypatch, chunk, spa
     Filters(topic="Orders", tag="Tag1"), Filters(topic="Or\ufffders"),
     # tags and keys: found by their bytes, then checked on the parsed properties
     Filters(tag="Tag1"), Filters(tag="标签2"), Filters(tag="t"), Filters(tag="x"), Filters(tag='q"uote1'),
-    Filters(tag=""), Filters(tag="Tag"), Filters(key="k5"), Filters(key="k201x"), Filters(key="lead"),
+    Filters(tag=""), Filters(tag="Tag"), Filters(tag="Tag2\x01more"), Filters(tag="Tag1\x02"),
+    Filters(key="k5"), Filters(key="k788x"), Filters(key="lead"),
     Filters(key="k1"),                  # its bytes are in k10, k100, ...: found, then refused
-    Filters(key="ключ30"), Filters(key=f"{555:032X}"), Filters(key="DefaultCluster"), Filters(key="c1"),
-    Filters(tag="Tag1", key="k34"), Filters(topic="话题", tag="Tag2", queue=1), Filters(tag="Tag0", limit=25),
+    Filters(key="ключ340"), Filters(key=f"{149:032X}"), Filters(key="DefaultCluster"), Filters(key="c1"),
+    Filters(tag="Tag1", key="k148"), Filters(topic="话题", tag="Tag2", queue=1), Filters(tag="Tag0", limit=25),
     Filters(tag="\ufffd1"), Filters(key="k\ufffd"),
 ])
 def test_filters_take_column_runs(plain, damaged, taken, f):
