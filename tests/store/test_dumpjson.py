@@ -258,6 +258,20 @@ def test_filtered_column_runs_cut_anywhere(plain, taken, monkeypatch, chunk, spa
     assert taken["records"] > 100
 
 
+def test_layouts_of_one_shape_with_other_names(tmp_path, taken):
+    """Records whose properties have the same shape but other names in the first pairs and the
+    same last name (three producers' orders): the run is cut where the names change (this
+    crashed the column writer once)."""
+    layouts = ["KEYS\x01k{i}\x02TAGS\x01A\x02UNIQ_KEY\x01u{i}", "TAGS\x01B\x02WAIT\x01true\x02UNIQ_KEY\x01u{i}",
+               "KEYS\x01k{i}\x02WAIT\x01false\x02UNIQ_KEY\x01u{i}"]
+    recs = [new_record("T", b"b%d" % i, properties_text=layouts[(i // 7) % 3].format(i=i), physical_offset=0)
+            for i in range(200)]
+    d = tmp_path / "commitlog"
+    write_commitlog(d, recs, file_size=64 * 1024)
+    assert assert_same(d, Filters(), "text").count('"kind": "message"') == 200
+    assert taken["records"] > 100
+
+
 def test_column_runs_on_fixture_stores(basic_store, crashed_store, taken):
     for store in (basic_store, crashed_store):
         assert_same(StorePaths.of(store).commitlog, Filters(), "text")
