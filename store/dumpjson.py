@@ -331,7 +331,8 @@ def _tag_pieces(buf, tag: bytes, starts: np.ndarray, sizes: np.ndarray) -> tuple
     ends = starts + sizes
     at, row = _inside(buf, _TAGS_PIECE, starts, ends)
     count = np.bincount(row, minlength=k)
-    # a value holding 0x02 is never a tag: only the parse may say so; an empty one is dropped
+    # no record's TAGS is empty or holds 0x02: for such a tag the in-place check below does not
+    # apply, and the parse answers (no) wherever a TAGS piece appears
     decided[:] = count == 0 if b"\x02" in tag or not tag else count <= 1
     once = count[row] == 1
     at, row = at[once], row[once]
