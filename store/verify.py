@@ -52,7 +52,8 @@ class VerifyReport:
         return not self.problems
 
     def add(self, area: str, path, offset, message: str) -> None:
-        if sum(p.area == area for p in self.problems) >= MAX_REPORTED_PER_KIND:
+        # (once an area is suppressed it stays so: no count of its problems per finding)
+        if area in self.suppressed or sum(p.area == area for p in self.problems) >= MAX_REPORTED_PER_KIND:
             self.suppressed[area] = self.suppressed.get(area, 0) + 1
             return
         self.problems.append(Problem(area, str(path), offset, message))
