@@ -135,14 +135,10 @@ class TopicIds:
         if longest >= 16 or shortest < 0 or int(pos.max()) + 16 > len(buf) or self._column == -2:
             return self._general(buf, pos, length)
         raw = _every_offset(buf, "S16")[pos].view("<u8").reshape(n, 2)
-        if shortest == longest:                          # one length: scalar masks
-            w0 = raw[:, 0] & _WORD_MASKS[0][longest]
-            w1 = raw[:, 1] & _WORD_MASKS[1][longest]
-            w1 |= _LENGTH_TAGS[longest]
-        else:
-            w0 = raw[:, 0] & _WORD_MASKS[0][length]
-            w1 = raw[:, 1] & _WORD_MASKS[1][length]
-            w1 |= _LENGTH_TAGS[length]
+        by = longest if shortest == longest else length   # one length: scalar masks, no gathers
+        w0 = raw[:, 0] & _WORD_MASKS[0][by]
+        w1 = raw[:, 1] & _WORD_MASKS[1][by]
+        w1 |= _LENGTH_TAGS[by]
         tids = self._lookup(w0, w1)
         miss = np.flatnonzero(tids < 0)
         if miss.size:
