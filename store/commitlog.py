@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-import zlib
 from dataclasses import dataclass, field
 
 from construct import (Bytes, Check, Const, GreedyBytes, IfThenElse, Int8sb, Int16sb,
@@ -37,6 +36,7 @@ from construct import (Bytes, Check, Const, GreedyBytes, IfThenElse, Int8sb, Int
 
 from .codes import (END_FILE_MIN_BLANK_LENGTH, HOST_V6_EXTRA, MSG_FIXED_SIZE_V4,
                     TRANSACTION_TYPE_MASK, MagicCode, Prop, SysFlag, named)
+from .crc import crc32
 from .errors import FormatError
 from .msgid import create_offset_msg_id
 from .properties import format_properties, parse_properties
@@ -50,7 +50,7 @@ STORE_V6 = int(SysFlag.STOREHOSTADDRESS_V6_FLAG)
 
 def body_crc(body: bytes) -> int:
     """UtilAll.crc32: CRC-32 masked to a non-negative int."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
 
 
 def record_size(sys_flag: int, body_len: int, topic_len: int, props_len: int, v2: bool = False) -> int:
@@ -269,7 +269,7 @@ def decode_record(buf, pos: int = 0, end: int | None = None, check_crc: bool = F
         raise FormatError("record is cut off", offset=pos) from None
     if p != rec_end:
         raise FormatError(f"record size {total_size} does not match its fields ({p - pos} bytes)", offset=pos)
-    if check_crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
+    if check_crc and (crc32(body) & 0x7FFFFFFF) != crc:
         raise FormatError(f"body CRC mismatch (stored {crc}, computed {body_crc(body)})", offset=pos)
     return MessageRecord(total_size, magic, crc, queue_id, flag, queue_offset, phys, sys_flag,
                          born_ts, born_ip, born_port, store_ts, store_ip, store_port, reconsume,

@@ -15,13 +15,13 @@ through the reference code, so the output is the reference's byte for byte
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import Callable, Iterator
 
 import numpy as np
 
 from .codes import MSG_FIXED_SIZE_V4, SysFlag
 from .commitlog import BORN_V6, MESSAGE_MAGIC, STORE_V6, decode_record
+from .crc import crc32
 from .dump import Filters, _stop_row, record_row
 from .errors import FormatError
 from .dumpcols import ColumnWriter, encode_str, keys_json as _keys_json
@@ -67,7 +67,6 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
     filtered = any(v is not None for v in (f.topic, f.queue, f.key, f.tag, f.since, f.until))
     select = _selector(f) if filtered else None
     unpack = _FIXED_V4.unpack_from
-    crc32 = zlib.crc32
     topics, hosts, shapes = fmt.topic_parts, fmt.hosts, fmt.shapes
     body_none = body_mode == "none"
     colw = ColumnWriter(fmt)

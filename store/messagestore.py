@@ -13,7 +13,6 @@ import shutil
 import struct
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -23,6 +22,7 @@ from .codes import (CHECKPOINT_FILE_SIZE, CQ_UNIT_SIZE, END_FILE_MIN_BLANK_LENGT
                     TRANSACTION_TYPE_MASK, Prop)
 from .commitlog import (BORN_V6, MESSAGE_MAGIC, STORE_V6, MessageRecord, decode_record, encode_blank, encode_record,
                         topic_field, write_record_v4)
+from .crc import crc32
 from .cqwriter import ConsumeQueue
 from .delaylevels import parse_delay_levels
 from .dispatch import NOT_DISPATCHED, Dispatch
@@ -440,7 +440,7 @@ class MessageStore(Dispatch, Replication):
         if len(self.store_host[0]) == 16:
             sys_flag |= STORE_V6
             size += HOST_V6_EXTRA
-        return (m, size, zlib.crc32(body) & 0x7FFFFFFF, sys_flag, topic_part + _I16.pack(raw_len) + raw,
+        return (m, size, crc32(body) & 0x7FFFFFFF, sys_flag, topic_part + _I16.pack(raw_len) + raw,
                 props, text)
 
     # ------------------------------------------------------------------ pre-write

@@ -11,7 +11,6 @@ by the reference instead.
 from __future__ import annotations
 
 import time
-import zlib
 
 import numpy as np
 
@@ -19,6 +18,7 @@ from mqtool.spark.selection import Selection, topic_index
 from mqtool.spark.source import HEADER_CHUNK, Split, open_range
 from mqtool_store.commitlog import BORN_V6, STORE_V6, host_text
 from mqtool_store.compression import decompress
+from mqtool_store.crc import crc32
 from mqtool_store.errors import FormatError, StoreError
 from mqtool_store.logscan import header_table, walk_array
 
@@ -200,7 +200,7 @@ def _bodies(arr, t, timer):
     data, off = gather(arr, t["body_pos"], t["body_len"])
     timer.lap("gather")
     mv = memoryview(data)
-    crc = zlib.crc32
+    crc = crc32
     bounds = off.tolist()
     crc_ok = np.fromiter(((crc(mv[a:b]) & 0x7FFFFFFF) == c
                           for a, b, c in zip(bounds, bounds[1:], t["body_crc"].tolist())), dtype=bool, count=len(off) - 1)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 import warnings
-import zlib
 from pathlib import Path
 
 from mqtool.spark.progress import describe
@@ -23,6 +22,7 @@ from mqtool.spark.source import SPLIT_BYTES, FileScan, Split, local_plan, open_r
 from mqtool_store.codes import Prop
 from mqtool_store.commitlog import decode_record, host_text
 from mqtool_store.compression import decompress
+from mqtool_store.crc import crc32
 from mqtool_store.errors import NotFoundError, StoreError
 from mqtool_store.logscan import header_table, walk
 from mqtool_store.msgid import create_offset_msg_id
@@ -105,7 +105,7 @@ def reference_batches(buf, base: int, split: Split, positions, batch_rows: int =
         size.append(rec.total_size)
         body_c.append(body)
         crc_c.append(rec.body_crc)
-        crc_ok.append(zlib.crc32(stored) & 0x7FFFFFFF == rec.body_crc)
+        crc_ok.append(crc32(stored) & 0x7FFFFFFF == rec.body_crc)
         flag.append(rec.flag)
         sysf.append(rec.sys_flag)
         born_ts.append(rec.born_timestamp)
