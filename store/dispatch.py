@@ -8,13 +8,40 @@ A mixin of MessageStore: it uses the store's lock, queues, index and listeners.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .codes import SCHEDULE_TOPIC, TRANSACTION_TYPE_MASK, Prop, TransactionType
 from .commitlog import MessageRecord
+from .consumequeue import CQ_DTYPE
 from .delaylevels import expected_tags_code
 from .javahash import tags_code
 
 NOT_DISPATCHED = (TransactionType.TRANSACTION_PREPARED_TYPE, TransactionType.TRANSACTION_ROLLBACK_TYPE)
 ROLLBACK = TransactionType.TRANSACTION_ROLLBACK_TYPE
+
+
+RUN_ITEM = 9     # a pending run: the record tuple's 8 fields (props a list, size the total) and the sizes
+
+
+def _segments(units: list):
+    """A queue's pending units split where a run's array starts or ends: lists of unit tuples
+    and (array, first queue offset) pairs, in put order."""
+    tuples = []
+    for u in units:
+        if len(u) == 4:
+            tuples.append(u)
+        else:
+            if tuples:
+                yield tuples
+                tuples = []
+            yield u
+    if tuples:
+        yield tuples
+
+
+def _unit_tuples(block, queue_offset: int) -> list:
+    return list(zip(block["offset"].tolist(), block["size"].tolist(), block["tags_code"].tolist(),
+                    range(queue_offset, queue_offset + len(block))))
 
 
 class Dispatch:
@@ -71,16 +98,21 @@ class Dispatch:
 
     def _dispatch_pending(self) -> None:
         """Put the pending records' units into their consume queues (one packed run per queue)
-        and their keys into the index (one vectorised pass); the put lock is held."""
+        and their keys into the index (one vectorised pass); the put lock is held. A batch put
+        as a run (recordrun.py) is one pending item whose units are one array."""
         batch = self._pending
         if not batch:
             return
         self._pending = []
-        runs: dict[tuple[str, int], list] = {}
+        runs: dict[tuple[str, int], list] = {}    # per queue, in put order: unit tuples and unit arrays
         keys, key_phys, key_ts = [], [], []
         index_on = self.cfg.messageIndexEnable
         codes = self._tags_codes
-        for topic, queue_id, props, phys, size, queue_offset, store_ts, tx in batch:
+        for item in batch:
+            if len(item) == RUN_ITEM:
+                self._gather_run(item, runs, keys, key_phys, key_ts)
+                continue
+            topic, queue_id, props, phys, size, queue_offset, store_ts, tx = item
             if tx not in NOT_DISPATCHED:
                 if topic == SCHEDULE_TOPIC:
                     code = expected_tags_code(topic, props, store_ts, self.levels)
@@ -88,9 +120,7 @@ class Dispatch:
                     tags = props.get(Prop.TAGS)
                     code = codes.get(tags) if tags else 0
                     if code is None:
-                        if len(codes) > 10_000:
-                            codes.clear()
-                        code = codes[tags] = tags_code(tags)
+                        code = self._tags_code(tags)
                 run = runs.get((topic, queue_id))
                 if run is None:
                     run = runs[(topic, queue_id)] = []
@@ -108,20 +138,89 @@ class Dispatch:
                             keys.append(f"{topic}#{key}")
                             key_phys.append(phys)
                             key_ts.append(store_ts)
-        listeners = self.listeners
+        last_ts = batch[-1][6]
         for (topic, queue_id), units in runs.items():
             cq = self._queues.get((topic, queue_id)) or self.queue(topic, queue_id)
-            if cq.put_many(units):
-                done = units
-            else:
-                done = [u for u in units if cq.put(*u)]
-            if done:
-                self._last_dispatched_ts = max(self._last_dispatched_ts, batch[-1][6])
-                for listener in listeners:
-                    for _, _, code, queue_offset in done:
-                        listener(topic, queue_id, queue_offset + 1, code)
+            for part in _segments(units):
+                if type(part) is list:
+                    done = part if cq.put_many(part) else [u for u in part if cq.put(*u)]
+                else:
+                    block, queue_offset = part
+                    if cq.put_block(block, queue_offset):
+                        if not self.listeners:
+                            self._last_dispatched_ts = max(self._last_dispatched_ts, last_ts)
+                            continue
+                        done = _unit_tuples(block, queue_offset)
+                    else:
+                        units = _unit_tuples(block, queue_offset)
+                        done = units if cq.put_many(units) else [u for u in units if cq.put(*u)]
+                if done:
+                    self._last_dispatched_ts = max(self._last_dispatched_ts, last_ts)
+                    for listener in self.listeners:
+                        for _, _, code, queue_offset in done:
+                            listener(topic, queue_id, queue_offset + 1, code)
         if keys:
             self.index.put_many(keys, key_phys, key_ts)
+
+    def _tags_code(self, tags: str) -> int:
+        codes = self._tags_codes
+        if len(codes) > 10_000:
+            codes.clear()
+        code = codes[tags] = tags_code(tags)
+        return code
+
+    def _gather_run(self, item, runs: dict, keys: list, key_phys: list, key_ts: list) -> None:
+        """A run's units as one array (queued after what its queue already has) and its index keys."""
+        topic, queue_id, props, phys, _, queue_offset, store_ts, _, sizes = item
+        n = len(props)
+        block = np.empty(n, CQ_DTYPE)
+        offsets = np.cumsum(sizes) - sizes + phys
+        block["offset"] = offsets
+        block["size"] = sizes
+        tags = [p.get(Prop.TAGS) for p in props]
+        codes = self._tags_codes
+        known = {t: (codes.get(t) if t else 0) for t in set(tags)}
+        for t, code in known.items():
+            if code is None:
+                known[t] = self._tags_code(t)
+        block["tags_code"] = next(iter(known.values())) if len(known) == 1 else \
+            np.fromiter(map(known.__getitem__, tags), np.int64, n)
+        runs.setdefault((topic, queue_id), []).append((block, queue_offset))
+        if not self.cfg.messageIndexEnable:
+            return
+        prefix = topic + "#"
+        uniqs = [p.get(Prop.UNIQ_KEY) for p in props]
+        more = [p.get(Prop.KEYS) for p in props]
+        offsets = offsets.tolist()
+        no_uniq = uniqs.count(None) == n
+        if no_uniq and more.count(None) == n:
+            return
+        simple = None not in more and " " not in "".join(more) and all(more)     # one key each
+        if no_uniq and simple:
+            keys += [prefix + k for k in more]
+        elif None not in uniqs and all(uniqs) and (simple or more.count(None) == n):
+            if simple:                 # each record's UNIQ_KEY, then its key
+                both = [None] * (2 * n)
+                both[0::2] = [prefix + u for u in uniqs]
+                both[1::2] = [prefix + k for k in more]
+                keys += both
+                offsets = [p for p in offsets for _ in (0, 1)]
+            else:
+                keys += [prefix + u for u in uniqs]
+        else:                          # the general rule, record by record
+            for uniq, more_keys, p in zip(uniqs, more, offsets):
+                if uniq:
+                    keys.append(prefix + uniq)
+                    key_phys.append(p)
+                    key_ts.append(store_ts)
+                for key in (more_keys.split(" ") if more_keys else ()):
+                    if key:
+                        keys.append(prefix + key)
+                        key_phys.append(p)
+                        key_ts.append(store_ts)
+            return
+        key_phys += offsets
+        key_ts += [store_ts] * len(offsets)
 
     @property
     def dispatch_behind_bytes(self) -> int:

@@ -5,6 +5,7 @@ import os
 import struct
 import time
 from datetime import datetime
+from operator import le
 from pathlib import Path
 
 import numpy as np
@@ -205,7 +206,7 @@ class IndexService:
             end_phy = self.files[-1].header.end_phy_offset
             while i < k and phys[i] < end_phy:
                 i += 1
-        if any(phys[j] > phys[j + 1] for j in range(i, k - 1)):    # not in order: one by one
+        if not all(map(le, phys[i:k - 1], phys[i + 1:k])):    # not in order: one by one
             for j in range(i, k):
                 self._put_one(keys[j], phys[j], stamps[j])
             return

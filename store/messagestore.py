@@ -31,6 +31,7 @@ from .indexwriter import IndexService
 from .lockfile import StoreLock, create_abort, remove_abort
 from .mappedfile import NOTHING_IN_FLIGHT, PAGE, MappedFile, MappedFileQueue
 from .properties import format_properties, parse_properties
+from .recordrun import place, prepare_run, write as write_run
 from .replication import Replication
 from .storeconfig import MessageStoreConfig
 
@@ -41,6 +42,7 @@ PREWRITE_CHUNK = 2 << 20
 PREWRITE_IDLE_S = 0.02
 PREWRITE_GAP = 2 << 20     # a chunk starts this far ahead at least: puts do not catch up with it
 DISPATCH_BATCH = 4096      # pending records a put dispatches itself (the dispatch thread usually comes first)
+DISPATCH_RUNS = 128        # ... when the last put was a run (recordrun.py: a pending item of at least 8 records)
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
@@ -334,14 +336,20 @@ class MessageStore(Dispatch, Replication):
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not running")
         if self.cfg.is_slave:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is slave mode, so putMessage is forbidden")
-        prepared = []
-        total = 0
-        for m in msgs:
-            p = self._prepare(m)
-            if type(p) is PutResult:
-                return p
-            prepared.append(p)
-            total += p[1]
+        topic_part = self._topic_fields.get(msgs[0].topic) if batch else None
+        run = (prepare_run(msgs, topic_part, self.cfg.maxMessageSize, len(self.store_host[0]) == 16)
+               if topic_part else None)
+        if run is not None:
+            total = run.total
+        else:
+            prepared = []
+            total = 0
+            for m in msgs:
+                p = self._prepare(m)
+                if type(p) is PutResult:
+                    return p
+                prepared.append(p)
+                total += p[1]
         store_ip, store_port = store_host = self.store_host
         if store_host != self._id_host:
             self._id_host = store_host
@@ -362,8 +370,19 @@ class MessageStore(Dispatch, Replication):
                 f.wait_prewrite(pos + total)
             pending = self._pending
             was_idle = not pending
-            first = None
-            for m, size, crc, sys_flag, tail, props, text in prepared:
+            if run is not None:
+                key = (run.topic, run.queue_id)
+                queue_offset = table.get(key, 0)
+                table[key] = queue_offset + len(run)
+                offsets = place(run, start + pos, queue_offset, store_ts, store_ip, store_port)
+                write_run(run, f.fd, pos)
+                first = (start + pos, queue_offset)
+                pending.append((run.topic, run.queue_id, run.props, start + pos, total, queue_offset, store_ts,
+                                0, run.sizes))
+                pos += total
+            else:
+                first = None
+            for m, size, crc, sys_flag, tail, props, text in (() if run is not None else prepared):
                 if (sys_flag & TRANSACTION_TYPE_MASK) not in NOT_DISPATCHED:
                     key = (m.topic, m.queue_id)
                     queue_offset = table.get(key, 0)
@@ -388,12 +407,15 @@ class MessageStore(Dispatch, Replication):
             f.write_pos = pos
             f.store_timestamp = store_ts
             end = start + pos
-            if len(pending) >= DISPATCH_BATCH:
+            if len(pending) >= (DISPATCH_BATCH if run is None else DISPATCH_RUNS):
                 self._dispatch_pending()
             elif was_idle and not waits and self.wake_dispatcher:   # a waiting put's: by the flusher
                 self._dispatch_wake.set()
         prefix = self._id_prefix
-        if len(prepared) == 1:
+        if run is not None:
+            hexes = offsets.astype(">i8").tobytes().hex().upper()
+            ids = [prefix + hexes[i:i + 16] for i in range(0, len(hexes), 16)]
+        elif len(prepared) == 1:
             ids = [f"{prefix}{first[0]:016X}"]
         else:
             ids = [f"{prefix}{p:016X}" for p in _offsets(first[0], prepared)]

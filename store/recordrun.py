@@ -1,0 +1,142 @@
+"""A run of records put at once: a batch's messages of one topic and queue (CommitLog.putMessages).
+
+The messages of a SEND_BATCH_MESSAGE share their topic, queue, sysflag, hosts and born time; only
+the body, the properties and the flag differ. `prepare_run` gathers those per-record columns
+(bodies, encoded properties, CRCs, sizes) before the put lock, with numpy where it can; under
+the lock `RunLayout.place` fills the fixed 88-byte headers as one structured array, and the
+records are written with one `os.pwritev` per 256 records (the kernel copies the pieces into
+the page cache without the GIL; the mapped file sees the same pages). The bytes are exactly
+those of `write_record_v4` record by record (tests/store/test_recordrun.py compares them).
+
+Anything outside that shape (IPv6 hosts, a long topic, a transaction's half or rollback, an
+oversized body or properties, messages that differ in a shared field) is not a run: the caller
+puts those one by one, with the checks and answers of the general path.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from operator import attrgetter
+
+import numpy as np
+
+from .codes import MSG_FIXED_SIZE_V4, SCHEDULE_TOPIC, TRANSACTION_TYPE_MASK
+from .commitlog import FIXED_V4_SIZE, MESSAGE_MAGIC
+from .crc import crc32
+from .properties import format_properties, parse_properties
+
+RUN_MIN = 8              # fewer messages than this: the general loop is as fast
+IOV_MAX = 1024           # pieces per pwritev (Linux's UIO_MAXIOV)
+PIECES = 4               # per record: header, body, topic + properties length, properties
+
+# The fixed part of a V1 record with IPv4 hosts, TOTALSIZE .. BODYLENGTH (88 bytes, big-endian):
+# the same fields as commitlog._FIXED_V4.
+HEADER_V4 = np.dtype([
+    ("size", ">i4"), ("magic", ">i4"), ("crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
+    ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_timestamp", ">i8"),
+    ("born_ip", "S4"), ("born_port", ">i4"), ("store_timestamp", ">i8"), ("store_ip", "S4"),
+    ("store_port", ">i4"), ("reconsume_times", ">i4"), ("prepared_transaction_offset", ">i8"),
+    ("body_len", ">i4")])
+assert HEADER_V4.itemsize == FIXED_V4_SIZE
+
+_SHARED = attrgetter("topic", "queue_id", "sys_flag", "born_host", "born_timestamp", "reconsume_times",
+                     "prepared_transaction_offset")
+
+
+@dataclass(slots=True)
+class RecordRun:
+    """What does not depend on where the run lands: per-record columns and the shared fields."""
+    topic: str
+    queue_id: int
+    sys_flag: int
+    bodies: list
+    texts: list             # the properties as stored (str)
+    raws: list              # ... encoded
+    props: list             # ... parsed (the dispatch reads TAGS, KEYS, UNIQ_KEY)
+    sizes: np.ndarray       # int64 record sizes
+    header: np.ndarray      # HEADER_V4 rows with every field but positions and store time
+    middle: bytes           # TOPICLENGTH + TOPIC, then each record's PROPERTIESLENGTH
+    total: int
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+
+def prepare_run(msgs, topic_part: bytes, max_body: int, store_v6: bool) -> RecordRun | None:
+    """The run of `msgs`, or None when they are not one (the caller takes the general path)."""
+    n = len(msgs)
+    if n < RUN_MIN or store_v6 or len(topic_part) > 128:
+        return None
+    shared = set(map(_SHARED, msgs))
+    if len(shared) != 1:
+        return None
+    topic, queue_id, sys_flag, born_host, born_ts, reconsume, prepared = shared.pop()
+    if len(born_host[0]) != 4 or sys_flag & TRANSACTION_TYPE_MASK or topic == SCHEDULE_TOPIC:
+        return None       # IPv6 hosts, transactions, delayed messages (their tags code): the general path
+    bodies = [m.body for m in msgs]
+    lengths = np.fromiter(map(len, bodies), np.int64, n)
+    if int(lengths.max()) > max_body:
+        return None
+    texts = [m.properties_text for m in msgs]
+    props = [m.properties for m in msgs]
+    if None in texts:
+        texts = [format_properties(p) if t is None else t for t, p in zip(texts, props)]
+    if not all(props):
+        props = [p or (parse_properties(t) if t else p) for t, p in zip(texts, props)]
+    raws = [t.encode() for t in texts]
+    raw_lengths = np.fromiter(map(len, raws), np.int64, n)
+    if int(raw_lengths.max()) > 32767:
+        return None
+    sizes = lengths + raw_lengths + (MSG_FIXED_SIZE_V4 - 1 + len(topic_part))
+    header = np.zeros(n, HEADER_V4)
+    header["size"] = sizes
+    header["magic"] = MESSAGE_MAGIC
+    header["crc"] = np.fromiter(map(crc32, bodies), np.int64, n) & 0x7FFFFFFF
+    header["queue_id"] = queue_id
+    header["flag"] = np.fromiter(map(attrgetter("flag"), msgs), np.int64, n)
+    header["sys_flag"] = sys_flag
+    header["born_timestamp"] = born_ts
+    header["born_ip"], header["born_port"] = born_host
+    header["reconsume_times"] = reconsume
+    header["prepared_transaction_offset"] = prepared
+    header["body_len"] = lengths
+    middle = np.empty(n, np.dtype([("topic", f"S{len(topic_part)}"), ("props_len", ">i2")]))
+    middle["topic"] = topic_part
+    middle["props_len"] = raw_lengths
+    return RecordRun(topic, queue_id, sys_flag, bodies, texts, raws, props, sizes, header, middle.tobytes(),
+                     int(sizes.sum()))
+
+
+def place(run: RecordRun, phys: int, queue_offset: int, store_ts: int, store_ip: bytes, store_port: int) -> np.ndarray:
+    """Fill the run's positions and store time in; returns every record's commit log offset."""
+    offsets = np.cumsum(run.sizes) - run.sizes + phys
+    h = run.header
+    h["queue_offset"] = np.arange(queue_offset, queue_offset + len(run), dtype=np.int64)
+    h["physical_offset"] = offsets
+    h["store_timestamp"] = store_ts
+    h["store_ip"] = store_ip
+    h["store_port"] = store_port
+    return offsets
+
+
+def write(run: RecordRun, fd: int, pos: int) -> None:
+    """pwritev the placed run at `pos` of the file `fd` (its pages are the mapped file's)."""
+    n = len(run)
+    heads = memoryview(run.header.tobytes())
+    w = HEADER_V4.itemsize
+    mids = memoryview(run.middle)
+    m = len(run.middle) // n
+    pieces = [None] * (PIECES * n)
+    pieces[0::PIECES] = [heads[i:i + w] for i in range(0, w * n, w)]
+    pieces[1::PIECES] = run.bodies
+    pieces[2::PIECES] = [mids[i:i + m] for i in range(0, m * n, m)]
+    pieces[3::PIECES] = run.raws
+    per_call = IOV_MAX // PIECES
+    for k, want in enumerate(np.add.reduceat(run.sizes, np.arange(0, n, per_call)).tolist()):
+        chunk = pieces[k * IOV_MAX:(k + 1) * IOV_MAX]
+        done = os.pwritev(fd, chunk, pos)
+        if done < want:       # a short write (not seen on a regular file): the rest as one piece
+            rest = memoryview(b"".join(chunk))
+            while done < want:
+                done += os.pwrite(fd, rest[done:], pos + done)
+        pos += want
