@@ -8,6 +8,8 @@ Reports, in one run on the same disk:
     other work on a shared machine disturbs less than the clock); the clock stops once every
     record is dispatched to its consume queue and the index, and the messages are built before
     it starts (the broker builds them, not the store);
+  * ASYNC_FLUSH batches of 16, 128 and 512 messages of 1 KiB (put_batch, as a SEND_BATCH_MESSAGE
+    is stored: a run of one topic and queue, store/recordrun.py), same ratios;
   * SYNC_FLUSH with 1, 16 and 64 writer threads (msg/s; group commit shares fsyncs: rounds), and
     with 64 writers as tasks on one asyncio loop, each waiting on a future the flusher releases
     (how the broker's sends wait: mqtool/broker/flushwait.py);
@@ -45,6 +47,9 @@ def rss_anon_kib() -> int:
             if line.startswith("RssAnon:"):
                 return int(line.split()[1])
     return -1
+
+
+BATCHES = (16, 128, 512)
 
 
 def raw_write_mbps(d: Path, mib: int) -> float:
@@ -90,6 +95,33 @@ def append_run(root: Path, size: int, total_bytes: int) -> dict:
         assert s.dispatch_behind_bytes == 0 and s.max_offset("Bench", 7) == n // 8
     return {"size": size, "messages": n, "msg_per_s": round(n / dt), "MBps": round(written / dt / 1e6, 1),
             "us_per_put": round(dt / n * 1e6, 2), "cpu_us_per_put": round(cpu / n * 1e6, 2), "dispatch_lag_bytes_at_last_put": lag}
+
+
+def batch_run(root: Path, size: int, batch: int, total_bytes: int) -> dict:
+    """ASYNC_FLUSH appends of batches (put_batch: what a SEND_BATCH_MESSAGE stores), each of one
+    topic and queue, the messages built as the broker builds them (properties text and dict)."""
+    body = os.urandom(size)
+    n = max(batch * 8, total_bytes // (size + 150)) // (batch * 8) * (batch * 8)
+    dt = cpu = 0.0
+    with MessageStore(cfg(root)) as s:
+        s.put(Message("Bench", 0, body, {"TAGS": "A"}))          # the topic's first put (not a run)
+        for lo in range(0, n, 64 * batch):
+            batches = [[Message("Bench", i // batch & 7, body, {"KEYS": f"k{i}", "TAGS": "A"}, f"KEYS\x01k{i}\x02TAGS\x01A\x02")
+                        for i in range(b, b + batch)] for b in range(lo, min(n, lo + 64 * batch), batch)]
+            put_batch = s.put_batch
+            t0, c0 = time.perf_counter(), time.process_time()
+            for b in batches:
+                put_batch(b)
+            dt += time.perf_counter() - t0
+            cpu += time.process_time() - c0
+        t0, c0 = time.perf_counter(), time.process_time()
+        s.drain_dispatch()
+        dt += time.perf_counter() - t0
+        cpu += time.process_time() - c0
+        written = s.commitlog_max_offset
+        assert s.dispatch_behind_bytes == 0 and sum(s.max_offset("Bench", q) for q in range(8)) == n + 1
+    return {"size": size, "batch": batch, "messages": n, "msg_per_s": round(n / dt), "MBps": round(written / dt / 1e6, 1),
+            "us_per_message": round(dt / n * 1e6, 2), "cpu_us_per_message": round(cpu / n * 1e6, 2)}
 
 
 def sync_run(root: Path, threads: int, seconds: float) -> dict:
@@ -184,6 +216,12 @@ def main() -> int:
                 run["append"][size] = r
                 if not last:
                     shutil.rmtree(base / f"a{size}", ignore_errors=True)
+            run["batch"] = {}
+            for batch in BATCHES:
+                r = batch_run(base / f"b{batch}", 1024, batch, mib << 20)
+                r["vs_raw_write"] = round(r["MBps"] / run["raw"], 3)
+                run["batch"][batch] = r
+                shutil.rmtree(base / f"b{batch}", ignore_errors=True)
             for t in (1, 16, 64):
                 run["sync"][t] = sync_run(base / f"s{t}", t, secs)
                 shutil.rmtree(base / f"s{t}", ignore_errors=True)
@@ -193,6 +231,7 @@ def main() -> int:
         raw = median(r["raw"] for r in runs)
         appends = [{key: median(r["append"][size][key] for r in runs) for key in runs[0]["append"][size]}
                    for size in (128, 1024, 16384)]
+        batches = [{key: median(r["batch"][b][key] for r in runs) for key in runs[0]["batch"][b]} for b in BATCHES]
         syncs = [{key: median(r["sync"][t][key] for r in runs) for key in runs[0]["sync"][t]} for t in (1, 16, 64)]
         sync_loop = {key: median(r["sync_loop"][key] for r in runs) for key in runs[0]["sync_loop"]}
         recovery = recovery_run(base / "a1024")
@@ -201,7 +240,7 @@ def main() -> int:
             "data": {"mib_per_append_run": mib, "sync_seconds": secs, "mode": "ASYNC_FLUSH unless noted",
                      "disk": str(base), "repeat": repeat, "figures": "medians of the runs"},
             "baseline": {"raw_sequential_write_MBps": round(raw, 1)},
-            "append_async": appends, "sync_flush": syncs, "sync_flush_loop_writers": sync_loop, "recovery": recovery,
+            "append_async": appends, "append_async_batches": batches, "sync_flush": syncs, "sync_flush_loop_writers": sync_loop, "recovery": recovery,
             "memory": {"rss_anon_start_kib": rss0, "rss_anon_end_kib": rss_anon_kib()},
             "runs": runs,
         }

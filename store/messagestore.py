@@ -375,7 +375,7 @@ class MessageStore(Dispatch, Replication):
                 queue_offset = table.get(key, 0)
                 table[key] = queue_offset + len(run)
                 offsets = place(run, start + pos, queue_offset, store_ts, store_ip, store_port)
-                write_run(run, f.fd, pos)
+                write_run(run, mm, pos)
                 first = (start + pos, queue_offset)
                 pending.append((run.topic, run.queue_id, run.props, start + pos, total, queue_offset, store_ts,
                                 0, run.sizes))
