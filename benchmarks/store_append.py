@@ -9,7 +9,8 @@ Reports, in one run on the same disk:
     record is dispatched to its consume queue and the index, and the messages are built before
     it starts (the broker builds them, not the store);
   * ASYNC_FLUSH batches of 16, 128 and 512 messages of 1 KiB (put_batch, as a SEND_BATCH_MESSAGE
-    is stored: a run of one topic and queue, store/recordrun.py), same ratios;
+    is stored: 128 and 512 as runs of one topic and queue, store/recordrun.py; 16 is below
+    RUN_MIN and takes the record-by-record loop), same ratios;
   * SYNC_FLUSH with 1, 16 and 64 writer threads (msg/s; group commit shares fsyncs: rounds), and
     with 64 writers as tasks on one asyncio loop, each waiting on a future the flusher releases
     (how the broker's sends wait: mqtool/broker/flushwait.py);

@@ -42,7 +42,7 @@ PREWRITE_CHUNK = 2 << 20
 PREWRITE_IDLE_S = 0.02
 PREWRITE_GAP = 2 << 20     # a chunk starts this far ahead at least: puts do not catch up with it
 DISPATCH_BATCH = 4096      # pending records a put dispatches itself (the dispatch thread usually comes first)
-DISPATCH_RUNS = 128        # ... when the last put was a run (recordrun.py: a pending item of at least 8 records)
+DISPATCH_RUNS = 128        # ... when the last put was a run (recordrun.py: a pending item of RUN_MIN records or more)
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
@@ -336,9 +336,9 @@ class MessageStore(Dispatch, Replication):
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not running")
         if self.cfg.is_slave:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is slave mode, so putMessage is forbidden")
+        store_ip, store_port = store_host = self.store_host
         topic_part = self._topic_fields.get(msgs[0].topic) if batch else None
-        run = (prepare_run(msgs, topic_part, self.cfg.maxMessageSize, len(self.store_host[0]) == 16)
-               if topic_part else None)
+        run = prepare_run(msgs, topic_part, self.cfg.maxMessageSize, store_host) if topic_part else None
         if run is not None:
             total = run.total
         else:
@@ -350,7 +350,6 @@ class MessageStore(Dispatch, Replication):
                     return p
                 prepared.append(p)
                 total += p[1]
-        store_ip, store_port = store_host = self.store_host
         if store_host != self._id_host:
             self._id_host = store_host
             self._id_prefix = (store_ip + _I32.pack(store_port)).hex().upper()
@@ -374,7 +373,7 @@ class MessageStore(Dispatch, Replication):
                 key = (run.topic, run.queue_id)
                 queue_offset = table.get(key, 0)
                 table[key] = queue_offset + len(run)
-                offsets = place(run, start + pos, queue_offset, store_ts, store_ip, store_port)
+                offsets = place(run, start + pos, queue_offset, store_ts)
                 write_run(run, mm, pos)
                 first = (start + pos, queue_offset)
                 pending.append((run.topic, run.queue_id, run.props, start + pos, total, queue_offset, store_ts,

@@ -89,13 +89,13 @@ def test_batch_send_and_bad_requests(tmp_path):
         assert await asyncio.wait_for(reader.read(), 5) == b""
         ok = await c.invoke(addr, send_cmd("BatchTopic"))
         assert ok.code == 0 and ok.ext_fields["queueOffset"] == "3"
-        # a batch of 20: stored as one run (store/recordrun.py), read back record by record
-        batch = encode_batch([(i, b"r%d" % i, f"KEYS\x01r{i}\x02UNIQ_KEY\x01R{i:031d}") for i in range(20)])
+        # a batch of 32: stored as one run (store/recordrun.py), read back record by record
+        batch = encode_batch([(i, b"r%d" % i, f"KEYS\x01r{i}\x02UNIQ_KEY\x01R{i:031d}") for i in range(32)])
         resp = await c.invoke(addr, send_cmd("BatchTopic", batch, "WAIT\x01true", batch=True,
                                              code=RequestCode.SEND_BATCH_MESSAGE))
         assert resp.code == 0 and resp.ext_fields["queueOffset"] == "4"
         recs = records((await c.invoke(addr, pull_cmd("BatchTopic", offset=4))).body)
-        assert [(r.body, r.flag, r.queue_offset) for r in recs] == [(b"r%d" % i, i, 4 + i) for i in range(20)]
+        assert [(r.body, r.flag, r.queue_offset) for r in recs] == [(b"r%d" % i, i, 4 + i) for i in range(32)]
         assert [r.msg_id for r in recs] == resp.ext_fields["msgId"].split(",")
         assert all(r.crc_ok and r.properties["CLUSTER"] == "DefaultCluster" for r in recs)
         assert recs[7].keys == ["r7"] and recs[7].uniq_key == f"R{7:031d}"

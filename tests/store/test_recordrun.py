@@ -19,6 +19,7 @@ from mqtool_store.verify import verify_store
 
 SMALL = dict(mappedFileSizeCommitLog=96 * 1024, mappedFileSizeConsumeQueue=400, maxHashSlotNum=50, maxIndexNum=200)
 FIXED_NS = 1_700_000_000_123_000_000
+HOST = (b"\x0a\0\0\x01", 10911)
 
 
 @pytest.fixture
@@ -72,7 +73,7 @@ def _batches(rng, count):
             keyed = b % 2 == 0
             msgs = [Message(topic, queue, rng.randbytes(100), p, format_properties(p))
                     for p in ({"UNIQ_KEY": f"{b:08X}{i:024X}", **({"KEYS": f"order{i}"} if keyed else {})}
-                              for i in range(rng.randrange(RUN_MIN, 30)))]
+                              for i in range(rng.randrange(RUN_MIN, RUN_MIN + 30)))]
         out.append(msgs)
     return out
 
@@ -96,7 +97,7 @@ def _store(root, msgs_list, as_runs, listener_log=None):
 def test_runs_write_the_same_store_as_record_by_record(tmp_path, fixed_clock):
     rng = random.Random(11)
     batches = _batches(rng, 40)
-    assert sum(prepare_run(b, topic_field(b[0].topic.encode()), 4 << 20, False) is not None for b in batches) >= 15
+    assert sum(prepare_run(b, topic_field(b[0].topic.encode()), 4 << 20, HOST) is not None for b in batches) >= 15
     runs_log, plain_log = [], []
     runs = _store(tmp_path / "runs", batches, True, runs_log)
     plain = _store(tmp_path / "plain", batches, False, plain_log)
@@ -112,21 +113,22 @@ def test_runs_write_the_same_store_as_record_by_record(tmp_path, fixed_clock):
 
 
 def test_a_run_reads_back_as_its_messages(tmp_path):
-    msgs = [Message("Run", 2, bytes([i]) * (i * 7), {"KEYS": f"key{i}", "TAGS": "T"}, flag=i) for i in range(20)]
+    msgs = [Message("Run", 2, bytes([i]) * (i * 7), {"KEYS": f"key{i}", "TAGS": "T"}, flag=i) for i in range(40)]
+    assert prepare_run(msgs, topic_field(b"Run"), 1 << 20, HOST) is not None
     cfg = MessageStoreConfig(storePathRootDir=str(tmp_path / "s"), **SMALL)
     with MessageStore(cfg) as s:
         s.put(Message("Run", 2, b"first", {}))
         r = s.put_batch(msgs)
-        assert (r.queue_offset, len(r.msg_ids)) == (1, 20)
+        assert (r.queue_offset, len(r.msg_ids)) == (1, 40)
         got, at = [], 1
-        while at < 21:         # a get ends with its consume queue file (20 units here)
-            page = s.get("Run", 2, at, 32)
+        while at < 41:         # a get ends with its consume queue file (20 units here)
+            page = s.get("Run", 2, at, 64)
             got += [decode_record(raw, check_crc=True) for raw in page.messages]
             at = page.next_begin_offset
         assert [m.body for m in got] == [m.body for m in msgs]
-        assert [m.flag for m in got] == list(range(20))
+        assert [m.flag for m in got] == list(range(40))
         assert [m.msg_id for m in got] == r.msg_ids
-        assert [m.queue_offset for m in got] == list(range(1, 21))
+        assert [m.queue_offset for m in got] == list(range(1, 41))
         assert got[0].physical_offset == r.offset and sum(m.total_size for m in got) == r.size
         hits, _, _ = s.query("Run", "key13", 10, 0, 1 << 62)
         assert [decode_record(raw).body for raw in hits] == [msgs[13].body]
@@ -136,7 +138,7 @@ def test_a_run_reads_back_as_its_messages(tmp_path):
 def test_what_is_not_a_run(change):
     msgs = [Message("T", 0, b"x", {"KEYS": "k"}) for _ in range(RUN_MIN)]
     tf = topic_field(b"T")
-    assert prepare_run(msgs, tf, 1 << 20, False) is not None
+    assert prepare_run(msgs, tf, 1 << 20, HOST) is not None
     if change == "queue":
         msgs[3].queue_id = 1
     elif change == "topic":
@@ -150,13 +152,13 @@ def test_what_is_not_a_run(change):
         msgs[5].born_timestamp = 9
     else:
         msgs = msgs[1:]
-    assert prepare_run(msgs, tf, 1 << 20, False) is None
-    assert prepare_run(msgs[:RUN_MIN], tf, 1 << 20, True) is None           # an IPv6 store host
+    assert prepare_run(msgs, tf, 1 << 20, HOST) is None
+    assert prepare_run(msgs[:RUN_MIN], tf, 1 << 20, (bytes(16), 10911)) is None     # an IPv6 store host
 
 
 def test_an_oversized_body_is_refused_by_the_general_path(tmp_path):
     cfg = MessageStoreConfig(storePathRootDir=str(tmp_path / "s"), maxMessageSize=100, **SMALL)
-    msgs = [Message("T", 0, b"x" * (200 if i == 5 else 10), {}) for i in range(10)]
+    msgs = [Message("T", 0, b"x" * (200 if i == 5 else 10), {}) for i in range(RUN_MIN)]
     with MessageStore(cfg) as s:
         s.put(Message("T", 0, b"warm", {}))
         r = s.put_batch(msgs)
