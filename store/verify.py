@@ -5,25 +5,27 @@ Every finding is a Problem with the file and offset; `verify_store` never writes
 from __future__ import annotations
 
 import time
+from array import array
 from dataclasses import asdict, dataclass, field
-
 
 import numpy as np
 
 from .checkpoint import decode_checkpoint
-from .codes import CQ_UNIT_SIZE, INT32_MAX, TRANSACTION_TYPE_MASK, TransactionType
+from .codes import CQ_UNIT_SIZE, INT32_MAX, TRANSACTION_TYPE_MASK, Prop, TransactionType
 from .consumequeue import list_queues, queue_files, read_units, valid_prefix
 from .delaylevels import expected_tags_code, parse_delay_levels
 from .errors import FormatError, StoreError
 from .indexfile import IndexFile
-from .javahash import index_key_hash
+from .indexwriter import index_key_hashes
 from .layout import StorePaths
-from .mappedfiles import ReadOnlyMap, check_sizes
+from .logscan import RecordIterator
+from .mappedfiles import ReadOnlyMap, check_sizes, list_mapped_files
 from .query import index_files
 from .reader import CommitLogReader
 
 DISPATCHED_TX = (TransactionType.TRANSACTION_NOT_TYPE, TransactionType.TRANSACTION_COMMIT_TYPE)
 MAX_REPORTED_PER_KIND = 50
+KEY_BATCH = 1 << 16      # index keys hashed at once
 
 
 @dataclass
@@ -64,23 +66,79 @@ class VerifyReport:
         return d
 
 
-@dataclass(slots=True)
-class _Rec:
-    size: int
-    topic: str
-    queue_id: int
-    queue_offset: int
-    tags_code: int
-    keys: tuple
-    dispatched: bool
-    store_timestamp: int
+class _Records:
+    """The commit log's valid records as columns in offset order (~60 bytes a record, where a
+    Python object per record took ~500), and their index keys as (record, key hash) pairs."""
+
+    def __init__(self) -> None:
+        self.offset, self.size, self.queue_offset, self.tags_code = (array("q") for _ in range(4))
+        self.topic, self.queue_id, self.dispatched = array("i"), array("i"), array("b")
+        self.topics: dict[str, int] = {}
+        self.key_record, self.key_hash = array("q"), array("q")
+        self._keys: list[str] = []
+
+    def add(self, off: int, rec, levels) -> None:
+        topic = rec.topic
+        tid = self.topics.get(topic)
+        if tid is None:
+            tid = self.topics[topic] = len(self.topics)
+        props = rec.properties
+        n = len(self.offset)
+        self.offset.append(off)
+        self.size.append(rec.total_size)
+        self.topic.append(tid)
+        self.queue_id.append(rec.queue_id)
+        self.queue_offset.append(rec.queue_offset)
+        self.tags_code.append(expected_tags_code(topic, props, rec.store_timestamp, levels))
+        self.dispatched.append((rec.sys_flag & TRANSACTION_TYPE_MASK) in DISPATCHED_TX)
+        uniq = props.get(Prop.UNIQ_KEY)
+        if uniq:
+            self._keys.append(f"{topic}#{uniq}")
+            self.key_record.append(n)
+        for k in props.get(Prop.KEYS, "").split(" "):
+            if k:
+                self._keys.append(f"{topic}#{k}")
+                self.key_record.append(n)
+        if len(self._keys) >= KEY_BATCH:
+            self._hash_keys()
+
+    def _hash_keys(self) -> None:
+        if self._keys:
+            self.key_hash.extend(index_key_hashes(self._keys).tolist())
+            self._keys = []
+
+    def freeze(self) -> None:
+        """Columns as numpy arrays (views of the arrays, no copies); the key pairs sorted."""
+        self._hash_keys()
+        for name in ("offset", "size", "queue_offset", "tags_code", "topic", "queue_id", "dispatched"):
+            setattr(self, name, np.frombuffer(getattr(self, name), getattr(self, name).typecode)
+                    if len(getattr(self, name)) else np.zeros(0, np.int64))
+        pairs = np.frombuffer(self.key_record, np.int64) << 32 | np.frombuffer(self.key_hash, np.int64) \
+            if len(self.key_record) else np.zeros(0, np.int64)
+        self.key_pairs = np.sort(pairs)
+
+    def find(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(record index, whether a record starts there) for each commit log offset."""
+        return _lookup(self.offset, offsets)
+
+    def has_key(self, index: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+        """Whether record index[j] carries a key whose index hash is hashes[j]."""
+        return _lookup(self.key_pairs, index.astype(np.int64) << 32 | hashes.astype(np.int64))[1]
+
+
+def _lookup(table: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in the sorted `table`, whether it holds the value) for each value."""
+    if not len(table):
+        return np.zeros(len(values), np.int64), np.zeros(len(values), bool)
+    i = np.minimum(np.searchsorted(table, values), len(table) - 1)
+    return i, table[i] == values
 
 
 def verify_store(root, delay_levels: str | None = None, progress=None) -> VerifyReport:
     paths = StorePaths.of(root)
     report = VerifyReport(str(paths.root))
     levels = parse_delay_levels(delay_levels) if delay_levels else parse_delay_levels()
-    records: dict[int, _Rec] = {}
+    records = _Records()
     max_store_ts = 0
     if paths.commitlog.is_dir():
         with CommitLogReader(paths.commitlog, populate=True) as reader:
@@ -88,7 +146,6 @@ def verify_store(root, delay_levels: str | None = None, progress=None) -> Verify
                 report.add("commitlog", paths.commitlog, None, msg)
             for f in reader.files:
                 buf = reader.buffer(f)
-                from .logscan import RecordIterator
                 it = RecordIterator(buf, 0, check_crc=False)
                 for pos, rec in it:
                     off = f.start + pos
@@ -97,12 +154,9 @@ def verify_store(root, delay_levels: str | None = None, progress=None) -> Verify
                     if rec.physical_offset != off:
                         report.add("commitlog", f.path, pos,
                                    f"PHYSICALOFFSET field says {rec.physical_offset}, record is at {off}")
-                    keys = tuple(([rec.uniq_key] if rec.uniq_key else []) + rec.keys)
-                    records[off] = _Rec(rec.total_size, rec.topic, rec.queue_id, rec.queue_offset,
-                                        expected_tags_code(rec.topic, rec.properties, rec.store_timestamp, levels),
-                                        keys, (rec.sys_flag & TRANSACTION_TYPE_MASK) in DISPATCHED_TX,
-                                        rec.store_timestamp)
-                    max_store_ts = max(max_store_ts, rec.store_timestamp)
+                    records.add(off, rec, levels)
+                    if rec.store_timestamp > max_store_ts:
+                        max_store_ts = rec.store_timestamp
                 end = it.end
                 if end.reason == "corrupt":
                     report.add("commitlog", f.path, end.position,
@@ -110,7 +164,8 @@ def verify_store(root, delay_levels: str | None = None, progress=None) -> Verify
                                f"{end.position} ({end.detail})")
                 if progress:
                     progress(f.size)
-    report.records = len(records)
+    records.freeze()
+    report.records = len(records.offset)
     _verify_consume_queues(paths, records, report)
     _verify_index(paths, records, report)
     _verify_checkpoint(paths, max_store_ts, report)
@@ -118,21 +173,23 @@ def verify_store(root, delay_levels: str | None = None, progress=None) -> Verify
 
 
 def _commitlog_min(paths: StorePaths) -> int:
-    from .mappedfiles import list_mapped_files
     files = list_mapped_files(paths.commitlog) if paths.commitlog.is_dir() else []
     return files[0].start if files else 0
 
 
-def _verify_consume_queues(paths: StorePaths, records: dict[int, _Rec], report: VerifyReport) -> None:
+def _verify_consume_queues(paths: StorePaths, records: _Records, report: VerifyReport) -> None:
+    """Every unit against the record it points at, a queue file at a time: the comparisons are
+    vectorised, and only units with a finding are visited in Python (in unit order)."""
     if not paths.consumequeue.is_dir():
         return
     cl_min = _commitlog_min(paths)
-    covered: set[int] = set()
+    covered = np.zeros(len(records.offset), bool)
     for q in list_queues(paths.consumequeue):
         files = queue_files(q)
         for msg in check_sizes(files, None):
             report.add("consumequeue", q.path, None, msg)
-        expected_next = None
+        tid = records.topics.get(q.topic, -1)
+        last = None          # queue offset of the last unit whose record was found
         for f in files:
             with ReadOnlyMap(f.path) as m:
                 units = read_units(m.buf)
@@ -142,47 +199,75 @@ def _verify_consume_queues(paths: StorePaths, records: dict[int, _Rec], report: 
                     first_bad = n + int(np.flatnonzero((tail["size"] != 0) | (tail["offset"] != 0))[0])
                     report.add("consumequeue", f.path, first_bad * CQ_UNIT_SIZE,
                                "invalid unit followed by more data (torn or overwritten queue)")
-                base = f.start // CQ_UNIT_SIZE
-                offs, sizes, tags = (units["offset"][:n].tolist(), units["size"][:n].tolist(),
-                                     units["tags_code"][:n].tolist())
-            for i in range(n):
+                offs = units["offset"][:n].astype(np.int64)
+                sizes = units["size"][:n].astype(np.int64)
+                tags = units["tags_code"][:n].astype(np.int64)
+            base = f.start // CQ_UNIT_SIZE
+            counted = ~((sizes == INT32_MAX) & (offs == 0)) & (offs >= cl_min)   # not fillPreBlank, not expired
+            report.queue_units += int(np.count_nonzero(counted))
+            idx, found = records.find(offs)
+            found &= counted
+            covered[idx[found]] = True
+            qoffs = base + np.arange(n, dtype=np.int64)
+            at = np.flatnonzero(found)
+            r = idx[at]
+            wrong = np.zeros(n, bool)
+            wrong[at] = ((records.size[r] != sizes[at]) | (records.topic[r] != tid) | (records.queue_id[r] != q.queue_id)
+                         | (records.queue_offset[r] != qoffs[at]) | (records.tags_code[r] != tags[at]))
+            # a jump: a found unit whose queue offset is not the last found one's + 1
+            prev = np.empty(len(at), np.int64)
+            prev[1:] = qoffs[at[:-1]]
+            prev[:1] = -1 if last is None else last
+            jumps = np.zeros(n, bool)
+            jumps[at] = qoffs[at] != prev + 1
+            if last is None and len(at):
+                jumps[at[0]] = False
+            if len(at):
+                last = int(qoffs[at[-1]])
+
+            def emit(i, f=f, base=base, offs=offs, found=found, wrong=wrong, jumps=jumps, idx=idx, sizes=sizes,
+                     tags=tags, at=at, prev=prev):
                 qoff = base + i
-                off, size = offs[i], sizes[i]
-                if size == INT32_MAX and off == 0:
-                    continue  # fillPreBlank
-                if off < cl_min:
-                    continue  # its commitlog file was deleted by retention: expired, not wrong
-                report.queue_units += 1
-                rec = records.get(off)
                 where = (f.path, i * CQ_UNIT_SIZE)
-                if rec is None:
+                if not found[i]:
                     report.add("consumequeue", *where,
-                               f"unit {qoff} points at commitlog offset {off}, where no valid record starts")
-                    continue
-                covered.add(off)
-                wrong = []
-                if rec.size != size:
-                    wrong.append(f"size {size} != record {rec.size}")
-                if rec.topic != q.topic or rec.queue_id != q.queue_id:
-                    wrong.append(f"record belongs to {rec.topic}/{rec.queue_id}")
-                if rec.queue_offset != qoff:
-                    wrong.append(f"record queue offset {rec.queue_offset} != {qoff}")
-                if rec.tags_code != tags[i]:
-                    wrong.append(f"tags code {tags[i]} != expected {rec.tags_code}")
-                if wrong:
-                    report.add("consumequeue", *where, f"unit {qoff}: " + "; ".join(wrong))
-                if expected_next is not None and qoff != expected_next:
-                    report.add("consumequeue", *where, f"queue offset jumps from {expected_next - 1} to {qoff}")
-                expected_next = qoff + 1
-    missing = [(off, r) for off, r in records.items() if r.dispatched and off not in covered]
-    for off, r in missing[:MAX_REPORTED_PER_KIND]:
-        report.add("consumequeue", paths.consumequeue / r.topic / str(r.queue_id), None,
-                   f"record at commitlog offset {off} (queue offset {r.queue_offset}) has no consume queue unit")
+                               f"unit {qoff} points at commitlog offset {int(offs[i])}, where no valid record starts")
+                    return
+                if wrong[i]:
+                    report.add("consumequeue", *where, f"unit {qoff}: " + "; ".join(_unit_differences(
+                        records, int(idx[i]), int(sizes[i]), q, qoff, int(tags[i]))))
+                if jumps[i]:
+                    report.add("consumequeue", *where,
+                               f"queue offset jumps from {int(prev[np.searchsorted(at, i)])} to {qoff}")
+            rows = np.flatnonzero((counted & ~found) | wrong | jumps)
+            _report_rows(report, "consumequeue", rows, np.where(found[rows], wrong[rows] + jumps[rows].astype(int), 1),
+                         emit)
+    missing = np.flatnonzero(records.dispatched.astype(bool) & ~covered)
+    names = list(records.topics)
+    for r in missing[:MAX_REPORTED_PER_KIND].tolist():
+        topic, queue_id = names[records.topic[r]], int(records.queue_id[r])
+        report.add("consumequeue", paths.consumequeue / topic / str(queue_id), None,
+                   f"record at commitlog offset {int(records.offset[r])} (queue offset "
+                   f"{int(records.queue_offset[r])}) has no consume queue unit")
     if len(missing) > MAX_REPORTED_PER_KIND:
         report.suppressed["consumequeue"] = report.suppressed.get("consumequeue", 0) + len(missing) - MAX_REPORTED_PER_KIND
 
 
-def _verify_index(paths: StorePaths, records: dict[int, _Rec], report: VerifyReport) -> None:
+def _unit_differences(records: _Records, r: int, size: int, q, qoff: int, tags: int) -> list[str]:
+    wrong = []
+    if records.size[r] != size:
+        wrong.append(f"size {size} != record {int(records.size[r])}")
+    topic = list(records.topics)[records.topic[r]]
+    if topic != q.topic or records.queue_id[r] != q.queue_id:
+        wrong.append(f"record belongs to {topic}/{int(records.queue_id[r])}")
+    if records.queue_offset[r] != qoff:
+        wrong.append(f"record queue offset {int(records.queue_offset[r])} != {qoff}")
+    if records.tags_code[r] != tags:
+        wrong.append(f"tags code {tags} != expected {int(records.tags_code[r])}")
+    return wrong
+
+
+def _verify_index(paths: StorePaths, records: _Records, report: VerifyReport) -> None:
     cl_min = _commitlog_min(paths)
     for path in index_files(paths.root):
         with ReadOnlyMap(path) as m:
@@ -192,22 +277,44 @@ def _verify_index(paths: StorePaths, records: dict[int, _Rec], report: VerifyRep
                 report.add("index", path, None, exc.message)
                 continue
             entries = idx.entries()
-            hashes, phys = entries["key_hash"].tolist(), entries["phy_offset"].tolist()
-            prevs = entries["prev_index"].tolist()
+            hashes = entries["key_hash"].astype(np.int64)
+            phys = entries["phy_offset"].astype(np.int64)
+            prevs = entries["prev_index"].astype(np.int64)
             del entries
         report.index_entries += len(hashes)
-        for n, (h, off, prev) in enumerate(zip(hashes, phys, prevs), start=1):
-            where = (path, idx.entries_at + n * 20)
-            if off < cl_min:
-                continue  # expired with its commitlog file
-            rec = records.get(off)
-            if rec is None:
+        numbers = np.arange(1, len(hashes) + 1, dtype=np.int64)
+        at, found = records.find(phys)
+        live = phys >= cl_min                       # older ones expired with their commitlog file
+        no_record = live & ~found
+        known = np.flatnonzero(live & found)
+        no_key = np.zeros(len(hashes), bool)
+        no_key[known] = ~records.has_key(at[known], hashes[known])
+        bad_link = live & found & ((prevs < 0) | (prevs >= numbers))
+
+        def emit(j, path=path, entries_at=idx.entries_at, phys=phys, hashes=hashes, prevs=prevs, no_record=no_record,
+                 no_key=no_key, bad_link=bad_link):
+            n = j + 1
+            where = (path, entries_at + n * 20)
+            off = int(phys[j])
+            if no_record[j]:
                 report.add("index", *where, f"entry {n} points at commitlog offset {off}, where no valid record starts")
-                continue
-            if not any(index_key_hash(f"{rec.topic}#{k}") == h for k in rec.keys):
-                report.add("index", *where, f"entry {n}: record at {off} carries no key with hash {h}")
-            if prev < 0 or prev >= n:
-                report.add("index", *where, f"entry {n}: chain link {prev} does not point at an older entry")
+                return
+            if no_key[j]:
+                report.add("index", *where, f"entry {n}: record at {off} carries no key with hash {int(hashes[j])}")
+            if bad_link[j]:
+                report.add("index", *where, f"entry {n}: chain link {int(prevs[j])} does not point at an older entry")
+        rows = np.flatnonzero(no_record | no_key | bad_link)
+        _report_rows(report, "index", rows, np.where(no_record[rows], 1, no_key[rows] + bad_link[rows].astype(int)), emit)
+
+
+def _report_rows(report: VerifyReport, area: str, rows: np.ndarray, counts: np.ndarray, emit) -> None:
+    """emit(row) for each row with findings, in order, until the area is suppressed; then only
+    count the findings left (`counts`: how many each row has), as report.add would."""
+    for k, row in enumerate(rows.tolist()):
+        if area in report.suppressed:
+            report.suppressed[area] += int(counts[k:].sum())
+            return
+        emit(row)
 
 
 def _verify_checkpoint(paths: StorePaths, max_store_ts: int, report: VerifyReport) -> None:
