@@ -11,12 +11,13 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .checkpoint import decode_checkpoint
-from .codes import CQ_UNIT_SIZE, INT32_MAX, TRANSACTION_TYPE_MASK, Prop, TransactionType
+from .codes import CQ_UNIT_SIZE, INT32_MAX, SCHEDULE_TOPIC, TRANSACTION_TYPE_MASK, Prop, TransactionType
 from .consumequeue import list_queues, queue_files, read_units, valid_prefix
 from .delaylevels import expected_tags_code, parse_delay_levels
 from .errors import FormatError, StoreError
 from .indexfile import IndexFile
 from .indexwriter import index_key_hashes
+from .javahash import tags_code
 from .layout import StorePaths
 from .logscan import RecordIterator
 from .mappedfiles import ReadOnlyMap, check_sizes, list_mapped_files
@@ -25,7 +26,8 @@ from .reader import CommitLogReader
 
 DISPATCHED_TX = (TransactionType.TRANSACTION_NOT_TYPE, TransactionType.TRANSACTION_COMMIT_TYPE)
 MAX_REPORTED_PER_KIND = 50
-KEY_BATCH = 1 << 16      # index keys hashed at once
+KEY_BATCH = 4096         # index keys hashed at once (the hash tables grow with the longest batch)
+INDEX_CHUNK = 1 << 18    # index entries checked at once
 
 
 @dataclass
@@ -76,6 +78,7 @@ class _Records:
         self.topics: dict[str, int] = {}
         self.key_record, self.key_hash = array("q"), array("q")
         self._keys: list[str] = []
+        self._codes: dict = {}
 
     def add(self, off: int, rec, levels) -> None:
         topic = rec.topic
@@ -89,7 +92,16 @@ class _Records:
         self.topic.append(tid)
         self.queue_id.append(rec.queue_id)
         self.queue_offset.append(rec.queue_offset)
-        self.tags_code.append(expected_tags_code(topic, props, rec.store_timestamp, levels))
+        if topic == SCHEDULE_TOPIC:
+            code = expected_tags_code(topic, props, rec.store_timestamp, levels)
+        else:                        # the tags' hash, remembered per distinct tags
+            tags = props.get(Prop.TAGS)
+            code = self._codes.get(tags)
+            if code is None:
+                if len(self._codes) > 10_000:
+                    self._codes.clear()
+                code = self._codes[tags] = tags_code(tags)
+        self.tags_code.append(code)
         self.dispatched.append((rec.sys_flag & TRANSACTION_TYPE_MASK) in DISPATCHED_TX)
         uniq = props.get(Prop.UNIQ_KEY)
         if uniq:
@@ -116,6 +128,8 @@ class _Records:
         pairs = np.frombuffer(self.key_record, np.int64) << 32 | np.frombuffer(self.key_hash, np.int64) \
             if len(self.key_record) else np.zeros(0, np.int64)
         self.key_pairs = np.sort(pairs)
+        del pairs
+        self.key_record = self.key_hash = None      # in key_pairs now
 
     def find(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(record index, whether a record starts there) for each commit log offset."""
@@ -277,34 +291,40 @@ def _verify_index(paths: StorePaths, records: _Records, report: VerifyReport) ->
                 report.add("index", path, None, exc.message)
                 continue
             entries = idx.entries()
-            hashes = entries["key_hash"].astype(np.int64)
-            phys = entries["phy_offset"].astype(np.int64)
-            prevs = entries["prev_index"].astype(np.int64)
+            report.index_entries += len(entries)
+            for lo in range(0, len(entries), INDEX_CHUNK):      # the arrays below stay small
+                _check_entries(entries[lo:lo + INDEX_CHUNK], lo, path, idx.entries_at, cl_min, records, report)
             del entries
-        report.index_entries += len(hashes)
-        numbers = np.arange(1, len(hashes) + 1, dtype=np.int64)
-        at, found = records.find(phys)
-        live = phys >= cl_min                       # older ones expired with their commitlog file
-        no_record = live & ~found
-        known = np.flatnonzero(live & found)
-        no_key = np.zeros(len(hashes), bool)
-        no_key[known] = ~records.has_key(at[known], hashes[known])
-        bad_link = live & found & ((prevs < 0) | (prevs >= numbers))
 
-        def emit(j, path=path, entries_at=idx.entries_at, phys=phys, hashes=hashes, prevs=prevs, no_record=no_record,
-                 no_key=no_key, bad_link=bad_link):
-            n = j + 1
-            where = (path, entries_at + n * 20)
-            off = int(phys[j])
-            if no_record[j]:
-                report.add("index", *where, f"entry {n} points at commitlog offset {off}, where no valid record starts")
-                return
-            if no_key[j]:
-                report.add("index", *where, f"entry {n}: record at {off} carries no key with hash {int(hashes[j])}")
-            if bad_link[j]:
-                report.add("index", *where, f"entry {n}: chain link {int(prevs[j])} does not point at an older entry")
-        rows = np.flatnonzero(no_record | no_key | bad_link)
-        _report_rows(report, "index", rows, np.where(no_record[rows], 1, no_key[rows] + bad_link[rows].astype(int)), emit)
+
+def _check_entries(entries, lo: int, path, entries_at: int, cl_min: int, records: _Records,
+                   report: VerifyReport) -> None:
+    """Index entries lo+1.. (numbered from 1, as putKey counts) against the records."""
+    hashes = entries["key_hash"].astype(np.int64)
+    phys = entries["phy_offset"].astype(np.int64)
+    prevs = entries["prev_index"].astype(np.int64)
+    numbers = np.arange(lo + 1, lo + len(hashes) + 1, dtype=np.int64)
+    at, found = records.find(phys)
+    live = phys >= cl_min                       # older ones expired with their commitlog file
+    no_record = live & ~found
+    known = np.flatnonzero(live & found)
+    no_key = np.zeros(len(hashes), bool)
+    no_key[known] = ~records.has_key(at[known], hashes[known])
+    bad_link = live & found & ((prevs < 0) | (prevs >= numbers))
+
+    def emit(j):
+        n = int(numbers[j])
+        where = (path, entries_at + n * 20)
+        off = int(phys[j])
+        if no_record[j]:
+            report.add("index", *where, f"entry {n} points at commitlog offset {off}, where no valid record starts")
+            return
+        if no_key[j]:
+            report.add("index", *where, f"entry {n}: record at {off} carries no key with hash {int(hashes[j])}")
+        if bad_link[j]:
+            report.add("index", *where, f"entry {n}: chain link {int(prevs[j])} does not point at an older entry")
+    rows = np.flatnonzero(no_record | no_key | bad_link)
+    _report_rows(report, "index", rows, np.where(no_record[rows], 1, no_key[rows] + bad_link[rows].astype(int)), emit)
 
 
 def _report_rows(report: VerifyReport, area: str, rows: np.ndarray, counts: np.ndarray, emit) -> None:
