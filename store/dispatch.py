@@ -151,9 +151,9 @@ class Dispatch:
                             self._last_dispatched_ts = max(self._last_dispatched_ts, last_ts)
                             continue
                         done = _unit_tuples(block, queue_offset)
-                    else:
-                        units = _unit_tuples(block, queue_offset)
-                        done = units if cq.put_many(units) else [u for u in units if cq.put(*u)]
+                    else:              # the file ends inside the run, or a re-dispatch: unit by unit
+                        tuples = _unit_tuples(block, queue_offset)
+                        done = tuples if cq.put_many(tuples) else [u for u in tuples if cq.put(*u)]
                 if done:
                     self._last_dispatched_ts = max(self._last_dispatched_ts, last_ts)
                     for listener in self.listeners:

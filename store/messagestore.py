@@ -22,8 +22,8 @@ from .codes import (CHECKPOINT_FILE_SIZE, CQ_UNIT_SIZE, END_FILE_MIN_BLANK_LENGT
                     TRANSACTION_TYPE_MASK, Prop)
 from .commitlog import (BORN_V6, MESSAGE_MAGIC, STORE_V6, MessageRecord, decode_record, encode_blank, encode_record,
                         topic_field, write_record_v4)
-from .crc import crc32
 from .cqwriter import ConsumeQueue
+from .crc import crc32
 from .delaylevels import parse_delay_levels
 from .dispatch import NOT_DISPATCHED, Dispatch
 from .groupcommit import GroupCommitService
@@ -381,28 +381,28 @@ class MessageStore(Dispatch, Replication):
                 pos += total
             else:
                 first = None
-            for m, size, crc, sys_flag, tail, props, text in (() if run is not None else prepared):
-                if (sys_flag & TRANSACTION_TYPE_MASK) not in NOT_DISPATCHED:
-                    key = (m.topic, m.queue_id)
-                    queue_offset = table.get(key, 0)
-                    table[key] = queue_offset + 1
-                else:
-                    queue_offset = 0
-                born_ip, born_port = m.born_host
-                if sys_flag & V6_HOSTS:     # rare: the general encoder
-                    mm[pos:pos + size] = encode_record(MessageRecord(
-                        size, MESSAGE_MAGIC, crc, m.queue_id, m.flag, queue_offset, start + pos, sys_flag,
-                        m.born_timestamp, born_ip, born_port, store_ts, store_ip, store_port, m.reconsume_times,
-                        m.prepared_transaction_offset, m.body, m.topic, text))
-                else:
-                    write_record_v4(mm, pos, size, crc, m.queue_id, m.flag, queue_offset, start + pos, sys_flag,
-                                    m.born_timestamp, born_ip, born_port, store_ts, store_ip, store_port,
-                                    m.reconsume_times, m.prepared_transaction_offset, m.body, tail)
-                if first is None:
-                    first = (start + pos, queue_offset)
-                pending.append((m.topic, m.queue_id, props, start + pos, size, queue_offset, store_ts,
-                                sys_flag & TRANSACTION_TYPE_MASK))
-                pos += size
+                for m, size, crc, sys_flag, tail, props, text in prepared:
+                    if (sys_flag & TRANSACTION_TYPE_MASK) not in NOT_DISPATCHED:
+                        key = (m.topic, m.queue_id)
+                        queue_offset = table.get(key, 0)
+                        table[key] = queue_offset + 1
+                    else:
+                        queue_offset = 0
+                    born_ip, born_port = m.born_host
+                    if sys_flag & V6_HOSTS:     # rare: the general encoder
+                        mm[pos:pos + size] = encode_record(MessageRecord(
+                            size, MESSAGE_MAGIC, crc, m.queue_id, m.flag, queue_offset, start + pos, sys_flag,
+                            m.born_timestamp, born_ip, born_port, store_ts, store_ip, store_port, m.reconsume_times,
+                            m.prepared_transaction_offset, m.body, m.topic, text))
+                    else:
+                        write_record_v4(mm, pos, size, crc, m.queue_id, m.flag, queue_offset, start + pos, sys_flag,
+                                        m.born_timestamp, born_ip, born_port, store_ts, store_ip, store_port,
+                                        m.reconsume_times, m.prepared_transaction_offset, m.body, tail)
+                    if first is None:
+                        first = (start + pos, queue_offset)
+                    pending.append((m.topic, m.queue_id, props, start + pos, size, queue_offset, store_ts,
+                                    sys_flag & TRANSACTION_TYPE_MASK))
+                    pos += size
             f.write_pos = pos
             f.store_timestamp = store_ts
             end = start + pos
