@@ -47,7 +47,13 @@ def send(
             raise UsageError(f"--property must be k=v, not {p!r}")
         properties[k] = v
     if count:
-        asyncio.run(_bench(namesrv, topic, group, count, size, threads, json_out))
+        unused = [name for name, given in (("a body", body is not None), ("--file", bool(files)),
+                                            ("--sharding-key", sharding_key), ("--delay-level", delay_level),
+                                            ("--oneway", oneway)) if given]
+        if unused:
+            raise UsageError(f"--count (bench mode) sends generated bodies and does not take {', '.join(unused)}")
+        template = OutMessage(topic, b"x" * size, keys.split() if keys else [], tags, properties)
+        asyncio.run(_bench(namesrv, group, template, count, threads, json_out, batch, queue))
         return
     if files:
         for f in files:
@@ -97,26 +103,34 @@ async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch) -> lis
         await p.close()
 
 
-async def _bench(namesrv, topic, group, count, size, threads, json_out) -> None:
-    """producer.sh-style figures: TPS, average and max RT, failures."""
+async def _bench(namesrv, group, template, count, threads, json_out, batch=0, queue=None) -> None:
+    """producer.sh-style figures: TPS, average and max RT, failures. With `batch` each send is a
+    batch of that many messages (SEND_BATCH_MESSAGE), and RT is per batch."""
     import asyncio
-    from mqtool.client.producer import OutMessage, Producer
+    from dataclasses import replace
+
+    from mqtool.client.producer import Producer
     p = Producer(namesrv, group)
-    body = b"x" * size
     rts: list[float] = []
+    sent = [0]
     failures = 0
     remaining = [count]
 
     async def worker():
         nonlocal failures
         while remaining[0] > 0:
-            remaining[0] -= 1
+            n = min(batch or 1, remaining[0])
+            remaining[0] -= n
             t0 = time.perf_counter()
             try:
-                await p.send(OutMessage(topic, body))
+                if batch:
+                    await p.send_batch([replace(template) for _ in range(n)], queue)
+                else:
+                    await p.send(replace(template), queue)
                 rts.append(time.perf_counter() - t0)
+                sent[0] += n
             except Exception:  # noqa: BLE001 - counted, like producer.sh
-                failures += 1
+                failures += n
     start = time.perf_counter()
     try:
         await asyncio.gather(*(worker() for _ in range(threads)))
@@ -124,11 +138,12 @@ async def _bench(namesrv, topic, group, count, size, threads, json_out) -> None:
         await p.close()
     elapsed = time.perf_counter() - start
     rts.sort()
-    result = {"messages": len(rts), "failures": failures, "seconds": round(elapsed, 3),
-              "tps": round(len(rts) / elapsed, 1) if elapsed else 0,
+    result = {"messages": sent[0], "failures": failures, "seconds": round(elapsed, 3),
+              "tps": round(sent[0] / elapsed, 1) if elapsed else 0,
               "avg_rt_ms": round(1000 * sum(rts) / len(rts), 3) if rts else None,
               "p99_rt_ms": round(1000 * rts[int(len(rts) * 0.99) - 1], 3) if rts else None,
-              "max_rt_ms": round(1000 * rts[-1], 3) if rts else None, "size": size, "threads": threads}
+              "max_rt_ms": round(1000 * rts[-1], 3) if rts else None, "size": len(template.body),
+              "threads": threads, "batch": batch}
     if json_out:
         emit_json(result)
     else:

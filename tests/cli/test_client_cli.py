@@ -36,6 +36,23 @@ def test_send_consume_round_trip(cluster):
     assert [g["body"] for g in last_two] == ["y", "z"]
 
 
+def test_bench_mode_sends_batches_with_tags_and_keys(cluster):
+    """`send --count` takes --batch (SEND_BATCH_MESSAGE; 40 a batch is stored as a run), --tags,
+    --keys, --property and --queue, as the plain sends do."""
+    ns = cluster["namesrv"]
+    run_cli("topic", "create", "-n", ns, "-t", "CliBench", "-r", "4", "-w", "4", check=True)
+    result = json_lines(run_cli("send", "-n", ns, "-t", "CliBench", "--count", "100", "--batch", "40", "--size", "10",
+                                "--tags", "Bulk", "--keys", "b1", "-p", "lot=7", "--queue", "1", "--json",
+                                check=True).stdout)[0]
+    assert (result["messages"], result["failures"], result["batch"], result["size"]) == (100, 0, 40, 10)
+    got = json_lines(run_cli("consume", "-n", ns, "-t", "CliBench", "-e", "--json", check=True).stdout)
+    assert len(got) == 100 and {g["queue_id"] for g in got} == {1}
+    assert sorted(g["queue_offset"] for g in got) == list(range(100))
+    assert all(g["tags"] == "Bulk" and g["keys"] == ["b1"] and g["properties"]["lot"] == "7" and g["body"] == "x" * 10
+               for g in got)
+    assert len({g["msg_id"] for g in got}) == 100
+
+
 def test_group_consume_commits_offsets_and_progress(cluster):
     ns = cluster["namesrv"]
     run_cli("topic", "create", "-n", ns, "-t", "GroupTopic", "-r", "2", "-w", "2", check=True)
@@ -83,6 +100,7 @@ def test_admin_commands(cluster):
     (("consume", "-n", "{ns}", "-t", "NoSuchTopicAnywhere", "-e"), 1, "TOPIC_NOT_EXIST"),
     (("consume", "-n", "{ns}", "-t", "T", "--from", "someday"), 2, "--from must be"),
     (("send", "-n", "{ns}", "-t", "T", "-p", "novalue", "x"), 2, "--property must be k=v"),
+    (("send", "-n", "{ns}", "-t", "T", "--count", "5", "--delay-level", "2"), 2, "does not take --delay-level"),
 ])
 def test_bad_input(cluster, args, code, text):
     proc = run_cli(*(a.replace("{ns}", cluster["namesrv"]) for a in args))
