@@ -80,8 +80,9 @@ class _Records:
         self.offset, self.size, self.queue_offset, self.tags_code = (array("q") for _ in range(4))
         self.topic, self.queue_id, self.dispatched = array("i"), array("i"), array("b")
         self.topics: dict[str, int] = {}
-        self.key_record, self.key_hash = array("q"), array("q")
-        self._keys: list[str] = []
+        self.key_pairs = array("q")        # record index << 32 | index hash of one of its keys
+        self._keys: list[str] = []          # keys not hashed yet, and their records
+        self._key_records: list[int] = []
         self._codes: dict = {}
 
     def add(self, off: int, rec, levels) -> None:
@@ -126,18 +127,19 @@ class _Records:
         uniq = props.get(Prop.UNIQ_KEY)
         if uniq:
             self._keys.append(f"{topic}#{uniq}")
-            self.key_record.append(n)
+            self._key_records.append(n)
         for k in props.get(Prop.KEYS, "").split(" "):
             if k:
                 self._keys.append(f"{topic}#{k}")
-                self.key_record.append(n)
+                self._key_records.append(n)
         if len(self._keys) >= KEY_BATCH:
             self._hash_keys()
 
     def _hash_keys(self) -> None:
         if self._keys:
-            self.key_hash.extend(index_key_hashes(self._keys).tolist())
-            self._keys = []
+            records = np.array(self._key_records, np.int64)
+            self.key_pairs.extend((records << 32 | index_key_hashes(self._keys)).tolist())
+            self._keys, self._key_records = [], []
 
     def freeze(self) -> None:
         """Columns as numpy arrays (views of the arrays, no copies); the key pairs sorted."""
@@ -145,11 +147,8 @@ class _Records:
         for name in ("offset", "size", "queue_offset", "tags_code", "topic", "queue_id", "dispatched"):
             setattr(self, name, np.frombuffer(getattr(self, name), getattr(self, name).typecode)
                     if len(getattr(self, name)) else np.zeros(0, np.int64))
-        pairs = np.frombuffer(self.key_record, np.int64) << 32 | np.frombuffer(self.key_hash, np.int64) \
-            if len(self.key_record) else np.zeros(0, np.int64)
-        self.key_pairs = np.sort(pairs)
-        del pairs
-        self.key_record = self.key_hash = None      # in key_pairs now
+        self.key_pairs = np.sort(np.frombuffer(self.key_pairs, np.int64)) if len(self.key_pairs) else \
+            np.zeros(0, np.int64)
 
     def find(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(record index, whether a record starts there) for each commit log offset."""
@@ -251,16 +250,20 @@ def _scan_file(buf, f, records: _Records, levels, report: VerifyReport) -> int:
                               int(t["physical_offset"][i]))
             stamps = t["store_timestamp"]
             newest = max(newest, int(stamps.max()))
-            texts = []
-            for tp, tl, pp, pl, ts in zip(t["topic_pos"].tolist(), t["topic_len"].tolist(), t["props_pos"].tolist(),
-                                          t["props_len"].tolist(), stamps.tolist()):
-                raw = bytes(mv[tp:tp + tl])
-                topic = topics.get(raw)
-                if topic is None:
-                    topic = topics[raw] = raw.decode("utf-8", "replace")
-                texts.append((topic, parse_properties(bytes(mv[pp:pp + pl]).decode("utf-8", "replace")), ts))
-            records.add_table(f.start, t, texts, levels)
+            records.add_table(f.start, t, _texts(mv, t, topics), levels)
     return newest
+
+
+def _texts(mv, t: dict, topics: dict):
+    """(topic, properties, store time) of each record of a header table, as decode_record reads
+    them (one at a time: a chunk's parsed properties are never all held)."""
+    for tp, tl, pp, pl, ts in zip(t["topic_pos"].tolist(), t["topic_len"].tolist(), t["props_pos"].tolist(),
+                                  t["props_len"].tolist(), t["store_timestamp"].tolist()):
+        raw = bytes(mv[tp:tp + tl])
+        topic = topics.get(raw)
+        if topic is None:
+            topic = topics[raw] = raw.decode("utf-8", "replace")
+        yield topic, parse_properties(bytes(mv[pp:pp + pl]).decode("utf-8", "replace")), ts
 
 
 def _commitlog_min(paths: StorePaths) -> int:
