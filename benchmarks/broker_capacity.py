@@ -7,8 +7,11 @@ warm-up: msg/s, p50/p99 latency, errors, and the broker's CPU time per message (
 Baseline in the same run: the same client against a loopback server that answers every frame
 with a canned response without decoding it (the client's and the loopback's own ceiling).
 
-    python benchmarks/broker_capacity.py [--connections 4] [--window 64] [--size 128] [--seconds 10]
-                                         [--warmup 2] [--quick] [--json]
+    python benchmarks/broker_capacity.py [--connections 4] [--window 64] [--size 128] [--batch N]
+                                         [--seconds 10] [--warmup 2] [--quick] [--json]
+
+With --batch N every request is a SEND_BATCH_MESSAGE of N messages, and msg/s counts messages
+(N per SUCCESS answer); latencies are per request.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from mqtool_remoting.batch import encode_batch  # noqa: E402
 from mqtool_remoting.codes import RequestCode  # noqa: E402
 from mqtool_remoting.command import RemotingCommand  # noqa: E402
 
@@ -34,15 +38,21 @@ TOPIC = "CapacityBench"
 _LEN = struct.Struct(">i")
 
 
-def frames(count: int, size: int) -> list[tuple[int, bytes]]:
-    """(opaque, frame) pairs of SEND_MESSAGE_V2 requests, each with its own opaque."""
+def frames(count: int, size: int, batch: int = 0) -> list[tuple[int, bytes]]:
+    """(opaque, frame) pairs of SEND_MESSAGE_V2 requests, each with its own opaque; with `batch`,
+    SEND_BATCH_MESSAGE requests of that many messages (each with its UNIQ_KEY, as clients send)."""
     out = []
     body = b"x" * size
-    for _ in range(count):
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {
+    for k in range(count):
+        if batch:
+            payload = encode_batch([(0, body, f"UNIQ_KEY\x01{k:016X}{i:016X}") for i in range(batch)])
+            code = RequestCode.SEND_BATCH_MESSAGE
+        else:
+            payload, code = body, RequestCode.SEND_MESSAGE_V2
+        cmd = RemotingCommand.request(code, {
             "a": "PID_CAPACITY", "b": TOPIC, "c": "TBW102", "d": 4, "e": -1, "f": 0,
-            "g": int(time.time() * 1000), "h": 0, "i": "WAIT\x01true\x02", "j": 0, "k": False, "m": False},
-            body, language="JAVA")
+            "g": int(time.time() * 1000), "h": 0, "i": "WAIT\x01true\x02", "j": 0, "k": False, "m": bool(batch)},
+            payload, language="JAVA")
         out.append((cmd.opaque, cmd.encode()))
     return out
 
@@ -54,8 +64,9 @@ def _response(buf: bytes) -> tuple[int, int]:
     return header["code"], header["opaque"]
 
 
-async def load(port: int, conns: int, window: int, size: int, warmup: float, seconds: float) -> dict:
-    per_conn = [frames(window * 4, size) for _ in range(conns)]
+async def load(port: int, conns: int, window: int, size: int, warmup: float, seconds: float, batch: int = 0) -> dict:
+    per_conn = [frames(window * 4, size, batch) for _ in range(conns)]
+    per_answer = batch or 1
     stats = {"ok": 0, "errors": {}, "rts": []}
     phase = {"measure": False, "stop": False}
 
@@ -93,7 +104,7 @@ async def load(port: int, conns: int, window: int, size: int, warmup: float, sec
                     inflight.release()
                     if phase["measure"]:
                         if code == 0:
-                            stats["ok"] += 1
+                            stats["ok"] += per_answer
                             if t0 is not None and len(stats["rts"]) < 2_000_000:
                                 stats["rts"].append(time.perf_counter() - t0)
                         else:
@@ -148,13 +159,14 @@ async def canned_server(port: int) -> asyncio.AbstractServer:
 def run(args) -> dict:
     result = {"machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
               "mode": {"flushDiskType": "ASYNC_FLUSH", "connections": args.connections, "window": args.window,
-                       "body_bytes": args.size, "seconds": args.seconds, "warmup_s": args.warmup}}
+                       "body_bytes": args.size, "seconds": args.seconds, "warmup_s": args.warmup,
+                       "batch": args.batch}}
     port = free_port_pair()
 
     async def baseline():
         server = await canned_server(port)
         try:
-            return await load(port, args.connections, args.window, args.size, args.warmup, args.seconds)
+            return await load(port, args.connections, args.window, args.size, args.warmup, args.seconds, args.batch)
         finally:
             server.close()
     result["baseline"] = {"canned_loopback_server": asyncio.run(baseline())}
@@ -162,7 +174,8 @@ def run(args) -> dict:
     with broker_process(prefix="mqtool-bench-capacity-") as broker:
         broker.create_topic(TOPIC)
         cpu0 = cpu_s(broker.pid)
-        res = asyncio.run(load(broker.port, args.connections, args.window, args.size, args.warmup, args.seconds))
+        res = asyncio.run(load(broker.port, args.connections, args.window, args.size, args.warmup, args.seconds,
+                               args.batch))
         cpu = cpu_s(broker.pid) - cpu0
         total = res["answered"] or 1
         res["broker_cpu_ms_per_msg"] = round(cpu * 1000 / total * args.seconds / (args.seconds + args.warmup), 4)
@@ -176,6 +189,7 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--window", type=int, default=64)
     ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=0, help="messages per SEND_BATCH_MESSAGE (0: single sends)")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--quick", action="store_true")
