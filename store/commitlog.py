@@ -377,6 +377,7 @@ def new_record(topic: str, body: bytes, properties: dict | None = None, *, queue
 # BODYLENGTH, both hosts IPv4) with one pack_into, then the body, then TOPICLENGTH+TOPIC+
 # PROPERTIESLENGTH+PROPERTIES as one tail. tests/store/test_commitlog.py pins it to the schema.
 FIXED_V4 = _FIXED_V4
+FIXED_V4 = _FIXED_V4            # the fixed part as a struct (a run packs its shared fields with it)
 FIXED_V4_SIZE = _FIXED_V4.size
 
 

@@ -6,8 +6,8 @@ the body, the properties and the flag differ. `prepare_run` gathers those per-re
 the lock `place` fills in the positions and the store time, and `write` joins headers, bodies
 and properties into the mapped file with one copy (os.pwritev of the pieces, which copies
 without the GIL, measured slower inside the store: 4.5-5.1 against 3.4-3.6 µs per 1 KiB record
-in batches of 512, with the pre-write and dispatch threads running). The bytes are exactly those of `write_record_v4` record by record
-(tests/store/test_recordrun.py compares whole stores).
+in batches of 512, with the pre-write and dispatch threads running). The bytes are exactly
+those of `write_record_v4` record by record (tests/store/test_recordrun.py compares whole stores).
 
 Anything outside that shape (IPv6 hosts, a long topic, any transaction flag, a delayed message,
 an oversized body or properties, messages that differ in a shared field) is not a run: the caller
@@ -21,7 +21,7 @@ from operator import attrgetter
 import numpy as np
 
 from .codes import MSG_FIXED_SIZE_V4, SCHEDULE_TOPIC, TRANSACTION_TYPE_MASK
-from .commitlog import _FIXED_V4 as FIXED_V4, MESSAGE_MAGIC
+from .commitlog import FIXED_V4, MESSAGE_MAGIC
 from .crc import crc32
 from .properties import format_properties, parse_properties
 
@@ -29,7 +29,7 @@ RUN_MIN = 32             # fewer messages than this: the general loop measured a
 PIECES = 4               # per record: header, body, topic + properties length, properties
 
 # The fixed part of a V1 record with IPv4 hosts, TOTALSIZE .. BODYLENGTH (88 bytes, big-endian):
-# the same fields as commitlog._FIXED_V4.
+# the same fields as commitlog.FIXED_V4.
 HEADER_V4 = np.dtype([
     ("size", ">i4"), ("magic", ">i4"), ("crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
     ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_timestamp", ">i8"),
@@ -53,7 +53,7 @@ class RecordRun:
     props: list             # ... parsed (the dispatch reads TAGS, KEYS, UNIQ_KEY)
     sizes: np.ndarray       # int64 record sizes
     header: np.ndarray      # HEADER_V4 rows with every field but positions and store time
-    middle: bytes           # TOPICLENGTH + TOPIC, then each record's PROPERTIESLENGTH
+    middle: bytes           # per record: TOPICLENGTH + TOPIC + PROPERTIESLENGTH
     total: int
 
     def __len__(self) -> int:
