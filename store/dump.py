@@ -216,6 +216,26 @@ def dump_config(path: Path) -> Iterator[dict]:
 
 COMMITLOG_KINDS = (Kind.ROOT, Kind.COMMITLOG_DIR, Kind.COMMITLOG_FILE)
 
+# The filters each kind's dump applies (an index dump takes --topic, --since and --until along
+# with --key only: they select through the key's hash chain).
+_APPLIES = {
+    Kind.CONSUMEQUEUE_DIR: ("topic", "queue", "from_offset", "to_offset", "limit"),
+    Kind.CONSUMEQUEUE_FILE: ("from_offset", "to_offset", "limit"),
+    Kind.INDEX_DIR: ("key", "from_offset", "to_offset", "limit"),
+    Kind.INDEX_FILE: ("key", "from_offset", "to_offset", "limit"),
+}
+_WITH_KEY = ("topic", "since", "until")
+
+
+def unused_filters(kind: Kind, f: Filters) -> list[str]:
+    """The filters given in `f` that a dump of `kind` would not apply, by field name."""
+    if kind in COMMITLOG_KINDS:
+        return []
+    applies = _APPLIES.get(kind, ())
+    if kind in (Kind.INDEX_DIR, Kind.INDEX_FILE) and f.key is not None:
+        applies += _WITH_KEY
+    return [name for name, value in vars(f).items() if value is not None and name not in applies]
+
 
 def commitlog_reader(path: Path, kind: Kind) -> CommitLogReader:
     """The commitlog a path of one of COMMITLOG_KINDS names."""

@@ -66,6 +66,8 @@ def consume(
         raise UsageError("give either -g GROUP or --queue, not both")
     if broadcast and not group:
         raise UsageError("--broadcast needs -g GROUP")
+    if fmt is not None and json_out:
+        raise UsageError("give either --format or --json, not both")
     if start is not None:
         _check_start(start)
     asyncio.run(_consume(namesrv, topic, group, broadcast, queue, start, exit_at_end, count, idle_timeout, tag,

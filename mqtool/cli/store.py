@@ -69,7 +69,7 @@ def dump(
     json_out: JsonOpt = False,
 ) -> None:
     """Decode any store file or directory: records, queue units, index entries, checkpoint, config."""
-    from mqtool_store.dump import COMMITLOG_KINDS, Filters, dump_path
+    from mqtool_store.dump import COMMITLOG_KINDS, Filters, dump_path, unused_filters
     from mqtool_store.layout import Kind, detect_kind
     check_choice(body, BODY_MODES, "--body")
     if kind is not None:
@@ -82,6 +82,11 @@ def dump(
     else:
         k = detect_kind(path)
     filters = Filters(topic, queue, key, tag, from_offset, to_offset, parse_time(since), parse_time(until), limit)
+    unused = unused_filters(k, filters)
+    if unused:
+        names = ", ".join("--" + name.replace("_", "-") for name in unused)
+        hint = " without --key" if k in (Kind.INDEX_DIR, Kind.INDEX_FILE) and filters.key is None else ""
+        raise UsageError(f"{names} {'does' if len(unused) == 1 else 'do'} not apply to a dump of kind {k.value}{hint}")
     cap = body_max if body_max is not None else (None if json_out else 120)
     counts: dict[str, int] = {}
     stops: list[dict] = []

@@ -101,6 +101,7 @@ def test_admin_commands(cluster):
     (("consume", "-n", "{ns}", "-t", "T", "--from", "someday"), 2, "--from must be"),
     (("send", "-n", "{ns}", "-t", "T", "-p", "novalue", "x"), 2, "--property must be k=v"),
     (("send", "-n", "{ns}", "-t", "T", "--count", "5", "--delay-level", "2"), 2, "does not take --delay-level"),
+    (("consume", "-n", "{ns}", "-t", "T", "--json", "--format", "%b"), 2, "either --format or --json"),
 ])
 def test_bad_input(cluster, args, code, text):
     proc = run_cli(*(a.replace("{ns}", cluster["namesrv"]) for a in args))

@@ -197,6 +197,12 @@ def test_query(basic_store, basic_truth):
     (("store", "query", "{root}", "--msg-id", "nothex"), 1, "not an offset message id"),
     (("store", "dump", "{root}", "--kind", "bogus"), 2, "--kind must be one of"),
     (("store", "stats", "{root}/commitlog"), 2, "not a store root"),
+    # a filter the kind's dump would not apply is refused, not ignored
+    (("store", "dump", "{root}/consumequeue/TopicB/5", "--tag", "TagA"), 2,
+     "--tag does not apply to a dump of kind consumequeue-dir"),
+    (("store", "dump", "{root}/index", "--since", "0", "--topic", "TopicA"), 2,
+     "--topic, --since do not apply to a dump of kind index-dir without --key"),
+    (("store", "dump", "{root}/checkpoint", "--limit", "1"), 2, "--limit does not apply to a dump of kind checkpoint"),
 ])
 def test_bad_input_one_line(basic_store, args, code, text):
     proc = run_cli(*(a.replace("{root}", str(basic_store)) for a in args))
