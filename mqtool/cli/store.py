@@ -321,7 +321,8 @@ def query(
     offset: Annotated[Optional[int], typer.Option("--offset", "-o", help="Commitlog offset.")] = None,
     begin: Annotated[Optional[str], typer.Option("--begin", help="Store time from (epoch ms or ISO).")] = None,
     end: Annotated[Optional[str], typer.Option("--end", help="Store time until (epoch ms or ISO).")] = None,
-    max_num: Annotated[int, typer.Option("--max", help="Most messages to return (RocketMQ caps at 64).", min=1)] = 64,
+    max_num: Annotated[Optional[int], typer.Option("--max", help="Most messages to return (default and RocketMQ's cap: 64).",
+                                                   min=1)] = None,
     body: BodyOpt = "text",
     body_max: BodyMaxOpt = None,
     json_out: JsonOpt = False,
@@ -334,6 +335,12 @@ def query(
     chosen = [x for x in (key, msg_id, offset) if x is not None]
     if len(chosen) != 1:
         raise UsageError("give exactly one of --key, --msg-id, --offset")
+    if key is None:
+        unused = [name for name, value in (("--topic", topic), ("--begin", begin), ("--end", end), ("--max", max_num))
+                  if value is not None]
+        if unused:
+            raise UsageError(f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to --key lookups only")
+    max_num = 64 if max_num is None else max_num
     notes = []
     if key is not None:
         if topic is None:

@@ -203,6 +203,7 @@ def test_query(basic_store, basic_truth):
     (("store", "dump", "{root}/index", "--since", "0", "--topic", "TopicA"), 2,
      "--topic, --since do not apply to a dump of kind index-dir without --key"),
     (("store", "dump", "{root}/checkpoint", "--limit", "1"), 2, "--limit does not apply to a dump of kind checkpoint"),
+    (("store", "query", "{root}", "--offset", "0", "--topic", "TopicA"), 2, "--topic applies to --key lookups only"),
 ])
 def test_bad_input_one_line(basic_store, args, code, text):
     proc = run_cli(*(a.replace("{root}", str(basic_store)) for a in args))
