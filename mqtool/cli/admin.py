@@ -227,6 +227,10 @@ def message_query(namesrv: NamesrvOpt = "127.0.0.1:9876",
     if sum(x is not None for x in (key, unique_key, msg_id)) != 1:
         raise UsageError("give exactly one of --key, --unique-key, --id")
     if msg_id:
+        unused = [n for n, v in (("--topic", topic), ("--begin", begin), ("--end", end)) if v is not None]
+        if unused:
+            raise UsageError(f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to --key and "
+                             "--unique-key lookups only")
         rec = run(namesrv, lambda a: a.view(msg_id))
         found, capped = [("", rec)], False
     else:
@@ -394,6 +398,10 @@ def namesrv_kv(action: Annotated[str, typer.Argument(help="put, get, delete or l
         raise UsageError(f"kv {action} needs --key")
     if action == "put" and value is None:
         raise UsageError("kv put needs --value")
+    if action != "put" and value is not None:
+        raise UsageError(f"kv {action} does not take --value")
+    if action == "list" and key is not None:
+        raise UsageError("kv list does not take --key (it lists the whole namespace)")
     table_ = run(namesrv, lambda a: a.kv(action, namespace, key, value))
     if json_out:
         emit_json(table_)

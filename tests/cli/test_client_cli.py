@@ -102,6 +102,9 @@ def test_admin_commands(cluster):
     (("send", "-n", "{ns}", "-t", "T", "-p", "novalue", "x"), 2, "--property must be k=v"),
     (("send", "-n", "{ns}", "-t", "T", "--count", "5", "--delay-level", "2"), 2, "does not take --delay-level"),
     (("consume", "-n", "{ns}", "-t", "T", "--json", "--format", "%b"), 2, "either --format or --json"),
+    (("message", "query", "-n", "{ns}", "-i", "7F00000100002A9F0000000000000000", "--begin", "0"), 2,
+     "--begin applies to --key and --unique-key lookups only"),
+    (("namesrv", "kv", "list", "-n", "{ns}", "-s", "ORDER_TOPIC_CONFIG", "-k", "x"), 2, "kv list does not take --key"),
 ])
 def test_bad_input(cluster, args, code, text):
     proc = run_cli(*(a.replace("{ns}", cluster["namesrv"]) for a in args))
