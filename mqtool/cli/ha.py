@@ -111,6 +111,8 @@ def status(
     if store:
         if watch:
             raise UsageError("--watch needs a live cluster, not --store")
+        if cluster or broker:
+            raise UsageError("--cluster and --broker pick groups of a live cluster; --store compares the two stores given")
         _offline(list(store), json_out)
         return
     if watch is None:

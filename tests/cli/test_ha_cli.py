@@ -27,7 +27,8 @@ def test_a_lagging_copy_and_a_diverged_copy(basic_store, store_copy):
 
 def test_bad_usage_is_one_line(basic_store, tmp_path):
     for args in (["--store", str(basic_store)], ["--store", str(basic_store), "--store", str(tmp_path / "nope")],
-                 ["--store", str(basic_store), "--store", str(basic_store), "--watch", "1"]):
+                 ["--store", str(basic_store), "--store", str(basic_store), "--watch", "1"],
+                 ["--store", str(basic_store), "--store", str(basic_store), "--cluster", "DefaultCluster"]):
         proc = run_cli("ha", "status", *args)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("mqtool: error:")
