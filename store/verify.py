@@ -181,17 +181,18 @@ def verify_store(root, delay_levels: str | None = None, progress=None) -> Verify
             for f in reader.files:
                 buf = reader.buffer(f)
                 end = _fast_end(buf)
+                shown = 0
                 if end is None:        # the header scan and a full decode part ways: decode it all
                     file_ts, end = _decode_file(buf, f, records, levels, report)
                 else:
-                    file_ts = _scan_file(buf, f, records, levels, report)
+                    file_ts, shown = _scan_file(buf, f, records, levels, report, progress)
                 max_store_ts = max(max_store_ts, file_ts)
                 if end.reason == "corrupt":
                     report.add("commitlog", f.path, end.position,
                                f"{end.invalid_bytes} invalid bytes at the end of {f.path.name} from offset "
                                f"{end.position} ({end.detail})")
                 if progress:
-                    progress(f.size)
+                    progress(f.size - shown)
     records.freeze()
     report.records = len(records.offset)
     _verify_consume_queues(paths, records, report)
@@ -235,10 +236,11 @@ def _decode_file(buf, f, records: _Records, levels, report: VerifyReport) -> tup
     return newest, it.end
 
 
-def _scan_file(buf, f, records: _Records, levels, report: VerifyReport) -> int:
+def _scan_file(buf, f, records: _Records, levels, report: VerifyReport, progress=None) -> tuple[int, int]:
     """The records of a file from header tables (64k records each): CRCs and offsets checked
-    column-wise, topic and properties decoded per record as decode_record does."""
-    newest = 0
+    column-wise, topic and properties decoded per record as decode_record does. Returns the
+    newest store time and the bytes told to `progress` (a table's worth at a time)."""
+    newest = shown = 0
     topics: dict[bytes, str] = {}
     with memoryview(buf) as mv:
         for t in HeaderScan(buf):
@@ -252,7 +254,11 @@ def _scan_file(buf, f, records: _Records, levels, report: VerifyReport) -> int:
             stamps = t["store_timestamp"]
             newest = max(newest, int(stamps.max()))
             records.add_table(f.start, t, _texts(mv, t, topics), levels)
-    return newest
+            if progress:
+                covered = int(t["position"][-1] + t["total_size"][-1])
+                progress(covered - shown)
+                shown = covered
+    return newest, shown
 
 
 def _texts(mv, t: dict, topics: dict):
