@@ -171,6 +171,8 @@ def rebuild_index(
         raise UsageError("--in-place rewrites the store's consume queues and index: add --yes (broker stopped)")
     if in_place and out:
         raise UsageError("give --out or --in-place, not both")
+    if in_place and copy_commitlog:
+        raise UsageError("--copy-commitlog applies to a rebuild into --out (in place the commitlog stays as it is)")
     cfg = MessageStoreConfig()
     try:
         apply_store_properties(cfg, _store_settings(config))

@@ -75,6 +75,8 @@ def test_cli_rebuild_refuses_live_or_unclean_stores(basic_store, crashed_store, 
     assert proc.returncode == 2 and "--yes" in proc.stderr
     proc = run_cli("spark", "rebuild-index", crashed_store, "--in-place", "--yes")
     assert proc.returncode == 1 and "abort file present" in proc.stderr
+    proc = run_cli("spark", "rebuild-index", crashed_store, "--in-place", "--yes", "--copy-commitlog")
+    assert proc.returncode == 2 and "--copy-commitlog applies to a rebuild into --out" in proc.stderr
     s = store_copy(basic_store)
     lock = StoreLock(s)
     lock.acquire()
