@@ -8,7 +8,7 @@ import typer
 
 from mqtool.cli.admin import JsonOpt, out_rows, run
 from mqtool.cli.auth import with_credentials
-from mqtool.cli.errors import UsageError
+from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.output import console, emit_json, fmt_time
 from mqtool.cli.send import NamesrvOpt
 
@@ -84,6 +84,10 @@ def group_status(group: Annotated[str, typer.Option("-g", "--group")], namesrv: 
             out.append({"client_id": c["client_id"], "info": info})
         return out
     infos = run(namesrv, go)
+    if not infos:                       # like message query: nothing found is said, and exits 1
+        who = f"consumer {client} of group {group}" if client else f"consumer of group {group}"
+        err_console.print(f"mqtool: no {who} is online", markup=False)
+        raise typer.Exit(1)
     if json_out:
         for i in infos:
             emit_json({"client_id": i["client_id"], **_plain(i["info"])})

@@ -70,6 +70,8 @@ def test_consumer_status_of_an_online_group(cluster):  # noqa: F811
         [status] = json_lines(proc.stdout)
         assert status["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_ACTIVELY"
         assert any(k.startswith("OpsLive/broker-a/0") for k in status["mqTable"])
+        nobody = run_cli("group", "status", "-n", ns, "-g", "GID_LIVE", "-i", "nobody@nowhere")
+        assert nobody.returncode == 1 and "no consumer nobody@nowhere of group GID_LIVE is online" in nobody.stderr
     finally:
         live.terminate()
         live.wait(20)
