@@ -108,9 +108,11 @@ class Dispatch:
         keys, key_phys, key_ts = [], [], []
         index_on = self.cfg.messageIndexEnable
         codes = self._tags_codes
+        saw_run = False
         for item in batch:
             if len(item) == RUN_ITEM:
                 self._gather_run(item, runs, keys, key_phys, key_ts)
+                saw_run = True
                 continue
             topic, queue_id, props, phys, size, queue_offset, store_ts, tx = item
             if tx not in NOT_DISPATCHED:
@@ -141,7 +143,7 @@ class Dispatch:
         last_ts = batch[-1][6]
         for (topic, queue_id), units in runs.items():
             cq = self._queues.get((topic, queue_id)) or self.queue(topic, queue_id)
-            for part in _segments(units):
+            for part in _segments(units) if saw_run else (units,):     # no run: one list of unit tuples
                 if type(part) is list:
                     done = part if cq.put_many(part) else [u for u in part if cq.put(*u)]
                 else:
