@@ -85,30 +85,28 @@ def out_rows(rows: list[dict], json_out: bool, columns: list[str], title: str | 
 @topic_app.command("create")
 @with_credentials
 def topic_create(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
-                 read: Annotated[int, typer.Option("-r", "--read-queues", min=1)] = 8,
-                 write: Annotated[int, typer.Option("-w", "--write-queues", min=1)] = 8,
-                 perm: Annotated[int, typer.Option("-p", "--perm")] = 6,
-                 order: Annotated[bool, typer.Option("-o", "--order")] = False,
+                 read: Annotated[Optional[int], typer.Option("-r", "--read-queues", min=1,
+                                                             help="Default: kept, 8 for a new topic.")] = None,
+                 write: Annotated[Optional[int], typer.Option("-w", "--write-queues", min=1,
+                                                              help="Default: kept, 8 for a new topic.")] = None,
+                 perm: Annotated[Optional[int], typer.Option("-p", "--perm",
+                                                             help="Default: kept, 6 for a new topic.")] = None,
+                 order: Annotated[Optional[bool], typer.Option("--order/--no-order", "-o",
+                                                               help="Ordered topic (also written to the name "
+                                                                    "server's ORDER_TOPIC_CONFIG).")] = None,
                  cluster: Annotated[Optional[str], typer.Option("-c", "--cluster")] = None,
                  broker: Annotated[Optional[str], typer.Option("-b", "--broker", help="Broker name or address.")] = None,
                  json_out: JsonOpt = False) -> None:
-    """Create or update a topic on every master of a cluster (or one broker)."""
-    brokers = run(namesrv, lambda a: a.create_topic(topic, read, write, perm, order, cluster, broker))
-    out_rows([{"topic": topic, "broker": b, "read": read, "write": write, "perm": perm} for b in brokers], json_out,
-             ["topic", "broker", "read", "write", "perm"])
+    """Create or update a topic on every master of a cluster (or one broker). What is not given keeps
+    the topic's current value (mqadmin's updateTopic resets it to 8 queues, perm 6)."""
+    done = run(namesrv, lambda a: a.create_topic(topic, read, write, perm, order, cluster, broker))
+    out_rows([{"topic": topic, "broker": d["broker"], "read": d["readQueueNums"], "write": d["writeQueueNums"],
+               "perm": d["perm"], "order": d["order"]} for d in done], json_out,
+             ["topic", "broker", "read", "write", "perm", "order"])
 
 
-@topic_app.command("update")
-@with_credentials
-def topic_update(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
-                 read: Annotated[int, typer.Option("-r", "--read-queues", min=1)] = 8,
-                 write: Annotated[int, typer.Option("-w", "--write-queues", min=1)] = 8,
-                 perm: Annotated[int, typer.Option("-p", "--perm")] = 6,
-                 cluster: Annotated[Optional[str], typer.Option("-c", "--cluster")] = None,
-                 broker: Annotated[Optional[str], typer.Option("-b", "--broker")] = None,
-                 json_out: JsonOpt = False) -> None:
-    """Update a topic's queue numbers or permission (same request as create)."""
-    topic_create(topic, namesrv, read, write, perm, False, cluster, broker, json_out)
+topic_app.command("update", help="Update a topic's queue numbers, permission or order flag (the same request as "
+                                 "create); what is not given is kept.")(topic_create)
 
 
 @topic_app.command("delete")
@@ -276,17 +274,26 @@ def topic_perm(topic: Annotated[str, typer.Option("-t", "--topic")],
 @group_app.command("create")
 @with_credentials
 def group_create(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
-                 retry_max_times: Annotated[int, typer.Option("--retry-max-times", "-r")] = 16,
-                 retry_queue_nums: Annotated[int, typer.Option("--retry-queue-nums", "-q")] = 1,
-                 consume_enable: Annotated[bool, typer.Option("--consume-enable/--consume-disable")] = True,
+                 retry_max_times: Annotated[Optional[int], typer.Option("--retry-max-times", "-r",
+                                                                        help="Default: kept, 16 for a new group.")] = None,
+                 retry_queue_nums: Annotated[Optional[int], typer.Option("--retry-queue-nums", "-q",
+                                                                         help="Default: kept, 1 for a new group.")] = None,
+                 consume_enable: Annotated[Optional[bool], typer.Option("--consume-enable/--consume-disable",
+                                                                        help="Default: kept, enabled for a new group.")] = None,
+                 broadcast_enable: Annotated[Optional[bool], typer.Option(
+                     "--broadcast-enable/--broadcast-disable", help="consumeBroadcastEnable. Default: kept, enabled "
+                                                                    "for a new group.")] = None,
                  cluster: Annotated[Optional[str], typer.Option("-c", "--cluster")] = None,
                  broker: Annotated[Optional[str], typer.Option("-b", "--broker")] = None,
                  json_out: JsonOpt = False) -> None:
-    """Create or update a subscription group (mqadmin updateSubGroup)."""
-    brokers = run(namesrv, lambda a: a.group_update(group, retry_max_times, retry_queue_nums, consume_enable,
-                                                     True, cluster, broker))
-    out_rows([{"group": group, "broker": b, "retry_max_times": retry_max_times} for b in brokers], json_out,
-             ["group", "broker", "retry_max_times"])
+    """Create or update a subscription group (mqadmin updateSubGroup); what is not given keeps the group's
+    current value (mqadmin resets it to the defaults)."""
+    done = run(namesrv, lambda a: a.group_update(group, retry_max_times, retry_queue_nums, consume_enable,
+                                                  broadcast_enable, cluster, broker))
+    out_rows([{"group": group, "broker": d["broker"], "retry_max_times": d["retryMaxTimes"],
+               "retry_queue_nums": d["retryQueueNums"], "consume_enable": d["consumeEnable"],
+               "broadcast_enable": d["consumeBroadcastEnable"]} for d in done], json_out,
+             ["group", "broker", "retry_max_times", "retry_queue_nums", "consume_enable", "broadcast_enable"])
 
 
 group_app.command("update")(group_create)

@@ -10,6 +10,11 @@ from mqtool_remoting.errors import RemotingCommandError, RemotingError
 from mqtool_store.msgid import decode_offset_msg_id
 
 QUERY_CAP = 64
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"   # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
+TOPIC_DEFAULTS = {"readQueueNums": 8, "writeQueueNums": 8, "perm": 6, "order": False}   # mqadmin updateTopic's
+GROUP_DEFAULTS = {"brokerId": 0, "consumeBroadcastEnable": True, "consumeEnable": True, "consumeFromMinEnable": True,
+                  "notifyConsumerIdsChangedEnable": True, "retryMaxTimes": 16, "retryQueueNums": 1,
+                  "whichBrokerWhenConsumeSlowly": 1}   # SubscriptionGroupConfig's
 
 
 class Admin(ClientBase):
@@ -66,15 +71,60 @@ class Admin(ClientBase):
             raise RemotingCommandError(ResponseCode.SYSTEM_ERROR, f"no master broker {broker}", "broker")
         return out
 
-    async def create_topic(self, topic: str, read: int = 8, write: int = 8, perm: int = 6, order: bool = False,
-                           cluster: str | None = None, broker: str | None = None) -> list[str]:
-        targets = await self.masters(cluster, broker)
-        for addr in targets.values():
+    async def create_topic(self, topic: str, read: int | None = None, write: int | None = None,
+                           perm: int | None = None, order: bool | None = None, cluster: str | None = None,
+                           broker: str | None = None) -> list[dict]:
+        """Create or update `topic` on every master of `cluster` (or one broker, or every master).
+
+        A value left None keeps what each broker has for the topic, or takes mqadmin's default for a
+        new one (8 read and 8 write queues, perm 6, not ordered); mqadmin's updateTopic resets an
+        existing topic to those defaults instead, which silently changed its queue numbers. With
+        `order` the name server's ORDER_TOPIC_CONFIG gets `brokerName:writeQueueNums` for these
+        brokers, as mqadmin writes it (the whole value for a cluster, merged for one broker); with
+        order=False their entries are taken out; a new write queue number of an ordered topic
+        replaces its entries too.
+        """
+        given = {"readQueueNums": read, "writeQueueNums": write, "perm": perm, "order": order}
+        done = []
+        for name, addr in (await self.masters(cluster, broker)).items():
+            current = (await self.topic_configs(addr)).get(topic, {}) if None in given.values() else {}
+            cfg = {k: v if v is not None else current.get(k, TOPIC_DEFAULTS[k]) for k, v in given.items()}
             check(await self.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": read, "writeQueueNums": write,
-                "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": order})),
-                f"create topic {topic}")
-        return list(targets)
+                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": cfg["readQueueNums"],
+                "writeQueueNums": cfg["writeQueueNums"], "perm": cfg["perm"],
+                "topicFilterType": current.get("topicFilterType", "SINGLE_TAG"),
+                "topicSysFlag": current.get("topicSysFlag", 0), "order": cfg["order"]})), f"create topic {topic}")
+            done.append({"broker": name, **cfg})
+        if order is not None and done:
+            await self._order_conf(topic, {d["broker"]: d["writeQueueNums"] for d in done}, order, whole=broker is None)
+        elif write is not None and any(d["order"] for d in done):     # an ordered topic's new write queues
+            await self._order_conf(topic, {d["broker"]: d["writeQueueNums"] for d in done if d["order"]}, True,
+                                   whole=False)
+        return done
+
+    async def topic_configs(self, addr: str) -> dict[str, dict]:
+        """topic -> its config on one broker (GET_ALL_TOPIC_CONFIG)."""
+        resp = check(await self.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG)), "topic config")
+        return jsonbody.loads(resp.body).get("topicConfigTable", {})
+
+    async def _order_conf(self, topic: str, writes: dict[str, int], order: bool, whole: bool) -> None:
+        """ORDER_TOPIC_CONFIG for `topic` (DefaultMQAdminExt.createOrUpdateOrderConf): ordered, the whole
+        value for a cluster, or these brokers' entries replaced in (or added to) the one there; not
+        ordered, these brokers' entries taken out (the key deleted when none is left; mqadmin leaves them)."""
+        resp = await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_KV_CONFIG, {
+            "namespace": ORDER_TOPIC_CONFIG, "key": topic}))
+        old = resp.ext_fields.get("value") if resp.code == ResponseCode.SUCCESS else None
+        entries = {item.split(":")[0]: item for item in (old or "").split(";") if item.strip()}
+        if order:
+            if whole:
+                entries = {}
+            entries.update({name: f"{name}:{w}" for name, w in writes.items()})
+        else:
+            entries = {name: item for name, item in entries.items() if name not in writes}
+        if entries:
+            await self.kv("put", ORDER_TOPIC_CONFIG, topic, ";".join(entries.values()))
+        elif old is not None:
+            await self.kv("delete", ORDER_TOPIC_CONFIG, topic)
 
     async def delete_topic(self, topic: str, cluster: str | None = None) -> list[str]:
         targets = await self.masters(cluster)
@@ -164,18 +214,25 @@ class Admin(ClientBase):
                 out.setdefault(g, dict(cfg, brokers=[]))["brokers"].append(name)
         return [out[g] for g in sorted(out)]
 
-    async def group_update(self, group: str, retry_max_times: int = 16, retry_queue_nums: int = 1,
-                           consume_enable: bool = True, broadcast_enable: bool = True,
-                           cluster: str | None = None, broker: str | None = None) -> list[str]:
-        body = jsonbody.dumps({"brokerId": 0, "consumeBroadcastEnable": broadcast_enable,
-                               "consumeEnable": consume_enable, "consumeFromMinEnable": True, "groupName": group,
-                               "notifyConsumerIdsChangedEnable": True, "retryMaxTimes": retry_max_times,
-                               "retryQueueNums": retry_queue_nums, "whichBrokerWhenConsumeSlowly": 1})
-        targets = await self.masters(cluster, broker)
-        for addr in targets.values():
+    async def group_update(self, group: str, retry_max_times: int | None = None, retry_queue_nums: int | None = None,
+                           consume_enable: bool | None = None, broadcast_enable: bool | None = None,
+                           cluster: str | None = None, broker: str | None = None) -> list[dict]:
+        """Create or update a subscription group on every master of `cluster` (or one broker, or all).
+        A value left None keeps what each broker has for the group (a new group: SubscriptionGroupConfig's
+        defaults); mqadmin's updateSubGroup resets an existing group's other settings instead."""
+        given = {"retryMaxTimes": retry_max_times, "retryQueueNums": retry_queue_nums,
+                 "consumeEnable": consume_enable, "consumeBroadcastEnable": broadcast_enable}
+        given = {k: v for k, v in given.items() if v is not None}
+        done = []
+        for name, addr in (await self.masters(cluster, broker)).items():
+            resp = check(await self.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)),
+                         "group config")
+            current = jsonbody.loads(resp.body).get("subscriptionGroupTable", {}).get(group, {})
+            cfg = {**GROUP_DEFAULTS, **current, **given, "groupName": group}
             check(await self.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                                                                  body=body)), f"update group {group}")
-        return list(targets)
+                                                                  body=jsonbody.dumps(cfg))), f"update group {group}")
+            done.append({"broker": name, **cfg})
+        return done
 
     async def group_delete(self, group: str, remove_offset: bool = True, cluster: str | None = None) -> list[str]:
         targets = await self.masters(cluster)

@@ -162,3 +162,39 @@ def test_group_consume_exits_at_the_end_and_honours_numeric_from(cluster):
     later = json_lines(run_cli("consume", "-n", ns, "-t", "CliEnd", "-g", "GID_FROM4", "--from", "4", "-e", "--json",
                                check=True).stdout)
     assert [g["body"] for g in later] == ["m4", "m5"]
+
+
+def test_topic_and_group_updates_keep_what_is_not_given(cluster):
+    """mqadmin's updateTopic / updateSubGroup reset what is not given to the defaults (8 queues,
+    perm 6, 16 retries); here an update changes only what it names, and --order writes (and
+    --no-order takes out) the name server's ORDER_TOPIC_CONFIG entry as mqadmin writes it."""
+    ns = cluster["namesrv"]
+
+    def route():
+        return json_lines(run_cli("topic", "route", "-n", ns, "-t", "KeepTopic", "--json", check=True).stdout)[0]
+
+    def order_conf():
+        return json_lines(run_cli("namesrv", "kv", "list", "-n", ns, "-s", "ORDER_TOPIC_CONFIG", "--json",
+                                  check=True).stdout)[0].get("KeepTopic")
+
+    new = json_lines(run_cli("topic", "create", "-n", ns, "-t", "KeepTopic", "-w", "3", "--json", check=True).stdout)
+    assert [(r["read"], r["write"], r["perm"], r["order"]) for r in new] == [(8, 3, 6, False)]    # defaults for a new one
+    run_cli("topic", "update", "-n", ns, "-t", "KeepTopic", "-p", "4", check=True)
+    q = route()["queueDatas"][0]
+    assert (q["readQueueNums"], q["writeQueueNums"], q["perm"]) == (8, 3, 4)
+    assert order_conf() is None
+    run_cli("topic", "update", "-n", ns, "-t", "KeepTopic", "--order", check=True)
+    assert order_conf() == "broker-a:3"
+    run_cli("topic", "update", "-n", ns, "-t", "KeepTopic", "-w", "2", check=True)     # still ordered: entry follows
+    assert order_conf() == "broker-a:2"
+    q = route()["queueDatas"][0]
+    assert (q["readQueueNums"], q["writeQueueNums"], q["perm"]) == (8, 2, 4)
+    run_cli("topic", "update", "-n", ns, "-t", "KeepTopic", "--no-order", check=True)
+    assert order_conf() is None
+
+    run_cli("group", "create", "-n", ns, "-g", "KEEP_G", "--retry-max-times", "5", "-q", "2", check=True)
+    changed = json_lines(run_cli("group", "update", "-n", ns, "-g", "KEEP_G", "--consume-disable", "--json",
+                                 check=True).stdout)
+    assert [(c["retry_max_times"], c["retry_queue_nums"], c["consume_enable"]) for c in changed] == [(5, 2, False)]
+    listed = json_lines(run_cli("group", "list", "-n", ns, "--json", check=True).stdout)
+    assert {"group": "KEEP_G", "brokers": "broker-a", "retry_max_times": 5, "consume_enable": False} in listed
