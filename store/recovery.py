@@ -85,7 +85,11 @@ def _first_store_ts(buf) -> int:
 
 
 def compute_plan(root, commitlog_dir=None, file_size: int | None = None, abnormal: bool | None = None,
-                 check_crc: bool = True, index_geometry: tuple[int, int] | None = None) -> RecoveryPlan:
+                 check_crc: bool = True, index_geometry: tuple[int, int] | None = None,
+                 index_safe: bool = False) -> RecoveryPlan:
+    """What recovery would do. `index_safe` (messageIndexEnable and messageIndexSafe): an abnormal
+    recovery starts early enough for the index too (CommitLog.isMappedFileMatchedRecover with
+    StoreCheckpoint.getMinTimestampIndex)."""
     paths = StorePaths.of(root, commitlog_dir)
     if abnormal is None:
         abnormal = paths.abort.exists()
@@ -100,7 +104,7 @@ def compute_plan(root, commitlog_dir=None, file_size: int | None = None, abnorma
         for i in range(len(files) - 1, -1, -1):
             with ReadOnlyMap(files[i].path) as m:
                 ts = _first_store_ts(m.buf)
-            if ts and ts <= cp.min_timestamp:
+            if ts and ts <= (cp.min_timestamp_index if index_safe else cp.min_timestamp):
                 start_index = i
                 break
     else:
@@ -215,7 +219,8 @@ def recover_store(store, abnormal: bool) -> RecoveryPlan:
     """Run on the store's own files before it starts taking writes."""
     cfg = store.cfg
     plan = compute_plan(store.root, cfg.commitlog_dir, cfg.mappedFileSizeCommitLog, abnormal,
-                        cfg.checkCRCOnRecover, (cfg.maxHashSlotNum, cfg.maxIndexNum))
+                        cfg.checkCRCOnRecover, (cfg.maxHashSlotNum, cfg.maxIndexNum),
+                        cfg.messageIndexEnable and cfg.messageIndexSafe)
     # Load everything first: a file the store cannot open must fail before anything changes.
     store.commitlog.load()
     paths = StorePaths.of(store.root, cfg.commitlog_dir)

@@ -19,7 +19,7 @@ from mqtool.broker.pullhold import PullHoldService
 from mqtool.broker.schedule import ScheduleService
 from mqtool.broker.stats import BrokerStats, timed_put
 from mqtool.broker.subscriptions import SubscriptionGroupManager
-from mqtool.broker.topics import TopicConfigManager
+from mqtool.broker.topics import PERM_RW, TopicConfig, TopicConfigManager
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
@@ -362,7 +362,11 @@ class BrokerController:
 
     def update_properties(self, props: dict[str, str]) -> set[str]:
         rest = apply_properties(self.config, props)
-        return set(apply_store_properties(self.store_config, rest))
+        unknown = set(apply_store_properties(self.store_config, rest))
+        if "brokerPermission" in props:       # AdminBrokerProcessor.updateBrokerConfig: routes change now
+            self.topics.data_version.next()
+            self.schedule_register()
+        return unknown
 
     # ------------------------------------------------------------------ name server
 
@@ -385,8 +389,14 @@ class BrokerController:
             await self.register_all()
 
     def _register_body(self) -> bytes:
-        wrapper = {"dataVersion": self.topics.data_version.to_json(),
-                   "topicConfigTable": {k: v.to_json() for k, v in self.topics.table.items()}}
+        table = {k: v.to_json() for k, v in self.topics.table.items()}
+        perm = self.config.brokerPermission
+        if perm & PERM_RW != PERM_RW:
+            # BrokerController.registerBrokerAll: a broker that is not both readable and writeable
+            # registers every topic with its own permission (as new TopicConfig(name, r, w, perm))
+            table = {k: TopicConfig(k, v.readQueueNums, v.writeQueueNums, perm).to_json()
+                     for k, v in self.topics.table.items()}
+        wrapper = {"dataVersion": self.topics.data_version.to_json(), "topicConfigTable": table}
         return jsonbody.dumps({"filterServerList": [], "topicConfigSerializeWrapper": wrapper})
 
     async def register_all(self) -> None:

@@ -9,6 +9,7 @@ from mqtool_store.codes import Perm
 from mqtool_store.messagestore import GetStatus
 
 MASTER_ID = 0
+PERM_READ = int(Perm.PERM_READ)      # an int: `int & IntFlag` goes through enum's Python code
 STATUS_CODES = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
     GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
@@ -28,6 +29,8 @@ def _code(result, request_offset: int) -> int:
 
 async def pull_message(ctrl, conn, cmd):
     h = from_ext_fields(PullMessageRequestHeader, cmd.ext_fields)
+    if not ctrl.config.brokerPermission & PERM_READ:
+        return cmd.response(ResponseCode.NO_PERMISSION, f"the broker[{ctrl.config.brokerIP1}] pulling message is forbidden")
     sub_cfg = ctrl.groups.find(h.consumerGroup)
     if sub_cfg is None:
         return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,

@@ -85,9 +85,13 @@ async def send_message(ctrl, conn, cmd):
     problem = check_topic_name(h.topic)
     if problem:
         return _reply(cmd, ctrl, ResponseCode.SYSTEM_ERROR, problem)
+    topic_cfg = ctrl.topics.get(h.topic)
+    if not ctrl.config.brokerPermission & PERM_WRITE and topic_cfg is not None and topic_cfg.order:
+        # msgCheck: only an ordered topic is refused here; the others' routes already say the
+        # broker is not writeable (register_all registers every topic with brokerPermission)
+        return _reply(cmd, ctrl, ResponseCode.NO_PERMISSION, f"the broker[{ctrl.config.brokerIP1}] sending message is forbidden")
     if h.topic in NOT_ALLOWED_SEND_TOPICS:
         return _reply(cmd, ctrl, ResponseCode.NO_PERMISSION, f"Sending message to topic[{h.topic}] is forbidden.")
-    topic_cfg = ctrl.topics.get(h.topic)
     if topic_cfg is None:
         sys_flag = 0
         if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -190,6 +194,8 @@ async def send_back(ctrl, conn, cmd):
     sub = ctrl.groups.find(h.group)
     if sub is None:
         return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}")
+    if not ctrl.config.brokerPermission & PERM_WRITE:
+        return cmd.response(ResponseCode.NO_PERMISSION, f"the broker[{ctrl.config.brokerIP1}] sending message is forbidden")
     if sub.retryQueueNums <= 0:
         return cmd.response(ResponseCode.SUCCESS)
     retry_topic = RETRY_GROUP_TOPIC_PREFIX + h.group

@@ -220,3 +220,30 @@ def test_a_full_disk_deletes_expired_files_at_any_hour_and_past_85_percent_the_o
         assert [p.rsplit("/", 1)[1] for p in report.commitlog_deleted] == [files[0].path.name]
         report = delete_expired(s, noon, used=0.90)                               # past 85%: the oldest too
         assert len(report.commitlog_deleted) == len(files) - 2 and len(s.commitlog.files) == 1
+
+
+def test_message_index_safe_starts_recovery_early_enough_for_the_index(tmp_path):
+    """messageIndexSafe (with messageIndexEnable): an abnormal recovery starts from the last file
+    whose first message is no later than the index's checkpoint time too, not only the queues'."""
+    from mqtool_store.checkpoint import Checkpoint
+    root = tmp_path / "s"
+    with MessageStore(config(root, mappedFileSizeCommitLog=16 * 1024)) as s:
+        for i in range(600):
+            s.put(msg(i))
+    files = list_mapped_files(root / "commitlog")
+    assert len(files) >= 5
+    base = 1_700_000_000_000
+    for i, f in enumerate(files):                 # first store times 10 s apart, file by file
+        with open(f.path, "r+b") as fh:
+            fh.seek(56)                           # STORETIMESTAMP of a record with IPv4 born host
+            fh.write((base + i * 10_000).to_bytes(8, "big"))
+    cp = Checkpoint(physic_msg_timestamp=base + 33_001, logics_msg_timestamp=base + 33_001,
+                    index_msg_timestamp=base + 10_000)
+    (root / "checkpoint").write_bytes(cp.encode())
+    (root / "abort").touch()
+    with MessageStore(config(root, mappedFileSizeCommitLog=16 * 1024, messageIndexSafe=True)) as s:
+        assert s.recovery_report.start_file == files[1].path.name          # the index's time: file 1
+    (root / "checkpoint").write_bytes(cp.encode())
+    (root / "abort").touch()
+    with MessageStore(config(root, mappedFileSizeCommitLog=16 * 1024)) as s:
+        assert s.recovery_report.start_file == files[3].path.name          # the queues' time - 3 s: file 3
