@@ -35,7 +35,6 @@ from .recordrun import place, prepare_run, write as write_run
 from .replication import Replication
 from .storeconfig import MessageStoreConfig
 
-CLEAN_INTERVAL_S = 10.0   # cleanResourceInterval
 V6_HOSTS = BORN_V6 | STORE_V6
 PREWRITE_AHEAD = 8 << 20   # commit log bytes kept in the page cache ahead of the write position
 PREWRITE_CHUNK = 2 << 20
@@ -551,7 +550,7 @@ class MessageStore(Dispatch, Replication):
 
     def _clean_loop(self) -> None:
         from .retention import delete_expired
-        while not self._stop.wait(CLEAN_INTERVAL_S):
+        while not self._stop.wait(self.cfg.cleanResourceInterval / 1000):
             report = delete_expired(self)
             if report.commitlog_deleted:
                 self.last_retention = report

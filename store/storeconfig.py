@@ -31,8 +31,6 @@ class MessageStoreConfig:
     flushCommitLogLeastPages: int = 4
     flushCommitLogThoroughInterval: int = 10_000
     flushIntervalConsumeQueue: int = 1000
-    flushConsumeQueueLeastPages: int = 2
-    flushConsumeQueueThoroughInterval: int = 60_000
     syncFlushTimeout: int = 5000
     checkCRCOnRecover: bool = True
     messageIndexEnable: bool = True
@@ -40,12 +38,13 @@ class MessageStoreConfig:
     maxMsgsNumBatch: int = 64
     defaultQueryMaxNum: int = 32
     fileReservedTime: int = 72
+    cleanResourceInterval: int = 10_000    # ms between checks for expired files
+    flushDelayOffsetInterval: int = 10_000   # ms between saves of delayOffset.json (the broker's)
     deleteWhen: str = "04"
     diskMaxUsedSpaceRatio: int = 75
     cleanFileForciblyEnable: bool = True
     messageDelayLevel: str = DEFAULT_MESSAGE_DELAY_LEVEL
     brokerRole: str = "ASYNC_MASTER"
-    duplicationEnable: bool = False
     maxTransferBytesOnMessageInMemory: int = 256 * 1024
     maxTransferCountOnMessageInMemory: int = 32
     accessMessageInMemoryMaxRatio: int = 40

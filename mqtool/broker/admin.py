@@ -133,5 +133,5 @@ async def update_broker_config(ctrl, conn, cmd):
         unknown = ctrl.update_properties(props)
     except ValueError as exc:
         return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
-    remark = f"unknown keys ignored: {', '.join(sorted(unknown))}" if unknown else None
+    remark = "; ".join(unknown) or None      # one line for each key mqtool does not take
     return cmd.response(ResponseCode.SUCCESS, remark)

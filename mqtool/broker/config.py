@@ -38,6 +38,8 @@ class BrokerConfig:
     clusterTopicEnable: bool = True
     brokerTopicEnable: bool = True
     traceTopicEnable: bool = False
+    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    rocketmqHome: str = ""            # the ACL files' home; ROCKETMQ_HOME when empty (as Java's default)
     messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     maxMessageSize: int = 4 * 1024 * 1024
     registerBrokerTimeoutMills: int = 6000
@@ -50,7 +52,6 @@ class BrokerConfig:
     transactionCheckInterval: int = 60000
     flushConsumerOffsetInterval: int = 5000
     rejectTransactionMessage: bool = False
-    enablePropertyFilter: bool = False
     slaveReadEnable: bool = False
     serverChannelMaxIdleTimeSeconds: int = 120   # NettyServerConfig: close a connection idle this long
     metricsPort: int = 0          # mqtool's: Prometheus /metrics on this port (0: off); not a 4.9.8 key

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import ipaddress
 import logging
 import os
@@ -14,6 +15,7 @@ from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
 from mqtool.broker.config import BrokerConfig, apply_properties
 from mqtool.broker.flushwait import FlushWaiters
+from mqtool.broker.javakeys import check_keys
 from mqtool.broker.offsets import ConsumerOffsetManager
 from mqtool.broker.pullhold import PullHoldService
 from mqtool.broker.schedule import ScheduleService
@@ -27,7 +29,8 @@ from mqtool_remoting.errors import HeaderError, RemotingError
 from mqtool_remoting.transport import Connection, RemotingClient, Server
 from mqtool_store.codes import Prop
 from mqtool_store.messagestore import MessageStore, PutResult, PutStatus
-from mqtool_store.storeconfig import BROKER_ROLES, SLAVE, SYNC_MASTER, MessageStoreConfig, apply_store_properties
+from mqtool_store.storeconfig import (BROKER_ROLES, SLAVE, STORE_KEYS, SYNC_MASTER, MessageStoreConfig,
+                                      apply_store_properties)
 
 log = logging.getLogger("mqtool.broker")
 
@@ -105,13 +108,14 @@ class BrokerController:
         self.config = config
         self.notes: list[str] = []        # one-line warnings for whoever started the broker
         check_role(config, self.notes)
-        self.acl = self._init_acl(rocketmq_home or os.environ.get("ROCKETMQ_HOME"))
+        self.acl = self._init_acl(rocketmq_home or config.rocketmqHome or os.environ.get("ROCKETMQ_HOME"))
         self.store_config = MessageStoreConfig(storePathRootDir=config.storePathRootDir,
                                                storePathCommitLog=config.storePathCommitLog,
                                                flushDiskType=config.flushDiskType, brokerRole=config.brokerRole,
                                                messageDelayLevel=config.messageDelayLevel,
                                                maxMessageSize=config.maxMessageSize)
-        self.unknown_keys = apply_store_properties(self.store_config, store_props or {})
+        unknown = apply_store_properties(self.store_config, store_props or {})
+        self.notes += check_keys(unknown, [*STORE_KEYS, *(f.name for f in dataclasses.fields(config))])
         if "haListenPort" in (store_props or {}) and self.store_config.haListenPort != config.listenPort + 1:
             self.notes.append(f"haListenPort {self.store_config.haListenPort} ignored: the HA port is always "
                               f"listenPort + 1 ({config.listenPort + 1}), as RocketMQ's BrokerStartup sets it")
@@ -124,7 +128,7 @@ class BrokerController:
         self.topics = TopicConfigManager(cfg_dir, config.brokerClusterName, config.brokerName,
                                          config.autoCreateTopicEnable, config.defaultTopicQueueNums,
                                          config.clusterTopicEnable, config.brokerTopicEnable,
-                                         config.traceTopicEnable)
+                                         config.msgTraceTopicName if config.traceTopicEnable else None)
         self.groups = SubscriptionGroupManager(cfg_dir, config.autoCreateSubscriptionGroup)
         self.offsets = ConsumerOffsetManager(cfg_dir)
         self.consumers = ConsumerManager()
@@ -154,8 +158,8 @@ class BrokerController:
             return None
         from mqtool.broker.acl.validator import AclService
         if not home:
-            raise ValueError("aclEnable=true needs the RocketMQ home (env ROCKETMQ_HOME): the ACL files are "
-                             "$ROCKETMQ_HOME/conf/plain_acl.yml and $ROCKETMQ_HOME/conf/acl/*.yml")
+            raise ValueError("aclEnable=true needs the RocketMQ home (rocketmqHome in broker.conf, or env "
+                             "ROCKETMQ_HOME): the ACL files are HOME/conf/plain_acl.yml and HOME/conf/acl/*.yml")
         return AclService(os.path.abspath(os.path.expanduser(home)))
 
     # ------------------------------------------------------------------ lifecycle
@@ -360,13 +364,16 @@ class BrokerController:
             props.setdefault(k, ("true" if v else "false") if isinstance(v, bool) else str(v))
         return props
 
-    def update_properties(self, props: dict[str, str]) -> set[str]:
-        rest = apply_properties(self.config, props)
-        unknown = set(apply_store_properties(self.store_config, rest))
+    def update_properties(self, props: dict[str, str]) -> list[str]:
+        """UPDATE_BROKER_CONFIG: set what mqtool has; one line for each key it does not take."""
+        unknown = apply_properties(self.config, props)
+        for key in list(unknown):
+            if key in STORE_KEYS:
+                apply_store_properties(self.store_config, {key: unknown.pop(key)})
         if "brokerPermission" in props:       # AdminBrokerProcessor.updateBrokerConfig: routes change now
             self.topics.data_version.next()
             self.schedule_register()
-        return unknown
+        return check_keys(unknown, [*STORE_KEYS, *(f.name for f in dataclasses.fields(self.config))])
 
     # ------------------------------------------------------------------ name server
 

@@ -13,7 +13,6 @@ from mqtool_store.messagestore import Message
 
 log = logging.getLogger("mqtool.broker.schedule")
 TICK_S = 0.1
-PERSIST_S = 10.0
 
 
 class ScheduleService:
@@ -50,7 +49,7 @@ class ScheduleService:
                 await self.deliver_due()
             except Exception:  # noqa: BLE001 - keep delivering the other levels
                 log.exception("schedule delivery failed")
-            if time.monotonic() - last_persist >= PERSIST_S:
+            if time.monotonic() - last_persist >= self.ctrl.store_config.flushDelayOffsetInterval / 1000:
                 self.persist()
                 last_persist = time.monotonic()
 

@@ -72,7 +72,7 @@ class TopicConfigManager:
 
     def __init__(self, config_dir: Path, cluster: str, broker_name: str, auto_create: bool = True,
                  default_queue_nums: int = 8, cluster_topic: bool = True, broker_topic: bool = True,
-                 trace_topic: bool = False):
+                 trace_topic: str | None = None):
         self.path = Path(config_dir) / "topics.json"
         self.lock = threading.RLock()
         self.table: dict[str, TopicConfig] = {}
@@ -91,8 +91,8 @@ class TopicConfigManager:
             TopicConfig("SCHEDULE_TOPIC_XXXX", 18, 18),
             TopicConfig(f"{cluster}_REPLY_TOPIC", 1, 1),
         ]
-        if trace_topic:
-            system.append(TopicConfig("RMQ_SYS_TRACE_TOPIC", 1, 1))
+        if trace_topic:         # traceTopicEnable: msgTraceTopicName
+            system.append(TopicConfig(trace_topic, 1, 1))
         for t in system:
             self.table[t.topicName] = t
         self.load()

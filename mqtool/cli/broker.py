@@ -63,8 +63,6 @@ def start(
         controller = BrokerController(cfg, rest)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    for key in sorted(controller.unknown_keys):
-        err_console.print(f"mqtool: warning: unknown config key {key!r} ignored", markup=False)
     for note in controller.notes:
         err_console.print(f"mqtool: warning: {note}", markup=False)
     embedded = None

@@ -320,6 +320,11 @@ def test_broker_refuses_to_start_with_a_bad_file(tmp_path):
                        cwd=REPO, capture_output=True, text=True, timeout=60,
                        env={k: v for k, v in os.environ.items() if k != "ROCKETMQ_HOME"})
     assert r.returncode == 2 and "ROCKETMQ_HOME" in r.stderr
+    conf.write_text(f"aclEnable=true\nrocketmqHome={home}\n")          # the home from broker.conf
+    r = subprocess.run([sys.executable, "-m", "mqtool", "broker", "start", "-c", str(conf), "-n", "127.0.0.1:1"],
+                       cwd=REPO, capture_output=True, text=True, timeout=60,
+                       env={k: v for k, v in os.environ.items() if k != "ROCKETMQ_HOME"})
+    assert r.returncode == 2 and "The accessKey=short and secretKey=1234567" in r.stderr
 
 # ---------------------------------------------------------------- the official C++ client
 

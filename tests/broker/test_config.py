@@ -23,3 +23,46 @@ def test_apply_typed_keys_and_report_unknown():
     assert rest == {"mappedFileSizeCommitLog": "1048576", "bogus": "x"}
     with pytest.raises(ValueError, match="listenPort must be an integer"):
         apply_properties(cfg, {"listenPort": "ten"})
+
+
+def test_keys_mqtool_does_not_take_are_named_in_one_line_each():
+    from mqtool.broker.javakeys import check_keys
+    known = ["flushIntervalCommitLog", "brokerName"]
+    notes = check_keys({"sendMessageThreadPoolNums": "16", "flushIntervalComitLog": "500", "zzz": "1",
+                        "enableDLegerCommitLog": "false"}, known)
+    assert len(notes) == 4
+    assert notes[0].startswith("enableDLegerCommitLog ignored: a RocketMQ 4.9.8 key mqtool does not implement")
+    assert notes[1] == ("unknown config key 'flushIntervalComitLog' ignored: not a RocketMQ 4.9.8 broker key; "
+                        "did you mean 'flushIntervalCommitLog'?")
+    assert "thread pools" in notes[2] and notes[2].startswith("sendMessageThreadPoolNums ignored")
+    assert notes[3] == "unknown config key 'zzz' ignored: not a RocketMQ 4.9.8 broker key"
+    for key in ("enableDLegerCommitLog", "enableConsumeQueueExt", "enableLmq", "enableMultiDispatch",
+                "duplicationEnable"):
+        with pytest.raises(ValueError, match=f"^{key}=true: .* not implemented in mqtool$"):
+            check_keys({key: "TRUE"}, known)
+
+
+def test_every_key_mqtool_takes_is_used_and_none_is_also_listed_as_not_implemented():
+    """A key in BrokerConfig or MessageStoreConfig is one mqtool honours: something outside the
+    config modules reads it (else it belongs in javakeys.py, said to be ignored)."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from mqtool.broker.javakeys import KEYS_4_9_8_NOT_HERE
+    from mqtool_store.storeconfig import MessageStoreConfig
+    repo = Path(__file__).resolve().parents[2]
+    sources = "\n".join(p.read_text() for d in ("mqtool", "store", "remoting") for p in (repo / d).rglob("*.py")
+                        if p.name not in ("config.py", "storeconfig.py", "javakeys.py"))
+    ours = [f.name for c in (BrokerConfig, MessageStoreConfig) for f in dataclasses.fields(c)]
+    unused = [k for k in ours if not re.search(rf"\.{k}\b", sources)]
+    assert unused == []
+    assert set(ours) & KEYS_4_9_8_NOT_HERE == set()
+
+
+def test_refused_key_stops_the_broker_in_one_line(tmp_path):
+    from mqtool.broker.controller import BrokerController
+    cfg = BrokerConfig(brokerName="b", listenPort=0, storePathRootDir=str(tmp_path / "s"))
+    with pytest.raises(ValueError, match="enableLmq=true"):
+        BrokerController(cfg, {"enableLmq": "true"})
+    assert not (tmp_path / "s" / "commitlog").exists()          # refused before the store opened

@@ -19,6 +19,9 @@ def test_topics_from_fixture_and_auto_create(basic_store, tmp_path):
     assert (cfg / "topics.json.bak").exists()
     assert loads((cfg / "topics.json").read_text())["topicConfigTable"]["NewTopic"]["perm"] == 6
     assert m.create_in_send("Other", "NoSuchDefault", 4) is None
+    assert m.get("RMQ_SYS_TRACE_TOPIC") is None                   # traceTopicEnable is off by default
+    traced = TopicConfigManager(tmp_path / "t", "DefaultCluster", "broker-a", trace_topic="MyTrace")
+    assert traced.get("MyTrace").readQueueNums == 1               # msgTraceTopicName
 
 
 def test_topic_names():

@@ -1,0 +1,98 @@
+"""broker.conf keys of RocketMQ 4.9.8 that mqtool does not implement, and what it says about them.
+
+BrokerStartup hands the properties file to four beans (BrokerConfig, MessageStoreConfig,
+NettyServerConfig, NettyClientConfig) through their setters, and ignores any other key without a
+word, so a typo in broker.conf goes unnoticed there. mqtool takes the keys its own configs have
+(mqtool/broker/config.py, store/storeconfig.py) and, for every other key, says in one line which
+of three it is:
+
+* a 4.9.8 key that would change what the broker stores or how it replicates when set to true:
+  refused (the broker does not start), since going on would claim a feature it does not perform;
+* a 4.9.8 key mqtool does not implement: ignored, with the reason when it is a known kind (thread
+  pools, Netty buffers, ...);
+* not a 4.9.8 broker key at all: ignored, with the nearest real key when one is close (a typo).
+"""
+from __future__ import annotations
+
+import difflib
+
+# Set to true, these change the files the broker writes or the way it replicates them.
+REFUSED_WHEN_TRUE = {
+    "enableDLegerCommitLog": "DLedger commit logs, with Raft replication and another file layout, are not implemented",
+    "enableConsumeQueueExt": "consume queue extension files, the bit maps of SQL92 filtering, are not implemented",
+    "enableLmq": "light message queues are not implemented",
+    "enableMultiDispatch": "dispatching a message to several light message queues is not implemented",
+    "duplicationEnable": "dispatching only up to a confirmed offset set by an outside replicator is not implemented",
+}
+
+# The 4.9.8 keys mqtool does not implement, by kind: (keys, why they change nothing here).
+NOT_IMPLEMENTED = [
+    ("""sendMessageThreadPoolNums putMessageFutureThreadPoolNums pullMessageThreadPoolNums
+        processReplyMessageThreadPoolNums queryMessageThreadPoolNums adminBrokerThreadPoolNums
+        clientManageThreadPoolNums consumerManageThreadPoolNums heartbeatThreadPoolNums endTransactionThreadPoolNums
+        sendThreadPoolQueueCapacity putThreadPoolQueueCapacity pullThreadPoolQueueCapacity replyThreadPoolQueueCapacity
+        queryThreadPoolQueueCapacity clientManagerThreadPoolQueueCapacity consumerManagerThreadPoolQueueCapacity
+        heartbeatThreadPoolQueueCapacity endTransactionPoolQueueCapacity waitTimeMillsInSendQueue
+        waitTimeMillsInPullQueue waitTimeMillsInHeartbeatQueue waitTimeMillsInTransactionQueue
+        brokerFastFailureEnable serverWorkerThreads serverCallbackExecutorThreads serverSelectorThreads
+        serverOnewaySemaphoreValue serverAsyncSemaphoreValue clientWorkerThreads clientCallbackExecutorThreads
+        clientOnewaySemaphoreValue clientAsyncSemaphoreValue""",
+     "requests are served on one asyncio event loop, with no thread pools or request queues to size"),
+    ("useReentrantLockWhenPutMessage debugLockEnable", "the put lock is one plain lock"),
+    ("""serverSocketSndBufSize serverSocketRcvBufSize serverSocketBacklog serverPooledByteBufAllocatorEnable
+        useEpollNativeSelector writeBufferHighWaterMark writeBufferLowWaterMark clientSocketSndBufSize
+        clientSocketRcvBufSize clientPooledByteBufAllocatorEnable clientChannelMaxIdleTimeSeconds
+        clientCloseSocketIfTimeout connectTimeoutMillis channelNotActiveInterval transferMsgByHeap""",
+     "a Netty setting; sockets here are asyncio's with the system's buffer sizes"),
+    ("""transientStorePoolEnable transientStorePoolSize fastFailIfNoBufferInStorePool commitIntervalCommitLog
+        commitCommitLogLeastPages commitCommitLogThoroughInterval warmMapedFileEnable
+        flushLeastPagesWhenWarmMapedFile flushCommitLogTimed osPageCacheBusyTimeOutMills""",
+     "messages are written straight into the mapped commit log, the same bytes on disk, and its next file "
+     "is made ready ahead by a background thread"),
+    ("flushConsumeQueueLeastPages flushConsumeQueueThoroughInterval",
+     "every consume queue is flushed each flushIntervalConsumeQueue, which is at least as often"),
+    ("""enablePropertyFilter enableCalcFilterBitMap expectConsumerNumUseFilter maxErrorRateOfBloomFilter
+        filterDataCleanTimeSpan filterSupportRetry filterServerNums bitMapLengthConsumeQueueExt
+        mappedFileSizeConsumeQueueExt""",
+     "SQL92 property filtering is not implemented: such subscriptions are refused, TAG filtering works"),
+    ("""dLegerGroup dLegerPeers dLegerSelfId preferredLeaderId enableBatchPush storePathDLedgerCommitLog""",
+     "DLedger is not implemented; replicate with brokerRole master and slave"),
+    ("commercialEnable commercialTimerCount commercialTransCount commercialBigCount commercialBaseCount",
+     "commercial statistics are not implemented"),
+    ("""deleteCommitLogFilesInterval deleteConsumeQueueFilesInterval destroyMapedFileIntervalForcibly
+        redeleteHangedFileInterval""",
+     "expired files are deleted at once, every cleanResourceInterval, with no pause between files"),
+    ("""enableScheduleAsyncDeliver scheduleAsyncDeliverMaxPendingLimit scheduleAsyncDeliverMaxResendNum2Blocked
+        enableScheduleMessageStats maxDelayTime""",
+     "delayed messages are delivered by one task on the broker's event loop"),
+    ("""maxLmqConsumeQueueNum readOnlyCommitLogStorePaths messageStorePlugIn putMsgIndexHightWater
+        maxTransferBytesOnMessageInDisk maxTransferCountOnMessageInDisk
+        disableConsumeIfConsumerReadSlowly consumerFallbehindThreshold diskFallRecorded""",
+     "not implemented"),
+    ("""flushConsumerOffsetHistoryInterval startAcceptSendRequestTimeStamp highSpeedMode regionId traceOn
+        compressedRegister forceRegister fetchNamesrvAddrByAddressServer storeReplyMessageEnable enableDetailStat
+        autoDeleteUnusedStats isolateLogEnable configBlackList useTLS""",
+     "not implemented"),
+]
+
+_WHY = {key: why for keys, why in NOT_IMPLEMENTED for key in keys.split()}
+KEYS_4_9_8_NOT_HERE = frozenset(_WHY) | frozenset(REFUSED_WHEN_TRUE)
+
+
+def check_keys(unknown: dict[str, str], known: list[str]) -> list[str]:
+    """One warning line per key of `unknown` (the keys no mqtool config took); ValueError for a key
+    that would make the broker claim what it does not do. `known` are the keys mqtool does take
+    (for a typo's suggestion)."""
+    for key, value in sorted(unknown.items()):
+        if key in REFUSED_WHEN_TRUE and str(value).strip().lower() == "true":
+            raise ValueError(f"{key}=true: {REFUSED_WHEN_TRUE[key]} in mqtool")
+    notes = []
+    for key in sorted(unknown):
+        if key in KEYS_4_9_8_NOT_HERE:
+            why = _WHY.get(key, "not implemented")
+            notes.append(f"{key} ignored: a RocketMQ 4.9.8 key mqtool does not implement ({why})")
+            continue
+        near = difflib.get_close_matches(key, list(known) + sorted(KEYS_4_9_8_NOT_HERE), 1, 0.8)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        notes.append(f"unknown config key {key!r} ignored: not a RocketMQ 4.9.8 broker key{hint}")
+    return notes
