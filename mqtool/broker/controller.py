@@ -15,7 +15,7 @@ from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
 from mqtool.broker.config import BrokerConfig, apply_properties
 from mqtool.broker.flushwait import FlushWaiters
-from mqtool.broker.javakeys import check_keys
+from mqtool.common.javakeys import check_keys
 from mqtool.broker.offsets import ConsumerOffsetManager
 from mqtool.broker.pullhold import PullHoldService
 from mqtool.broker.schedule import ScheduleService

@@ -7,16 +7,23 @@ from typing import Annotated, Optional
 
 import typer
 
-from mqtool.cli.errors import EXIT_USAGE, register_lazy
+from mqtool.cli.errors import EXIT_USAGE, UsageError, err_console, register_lazy
 from mqtool.cli.serve import parse_listen, run_until_signal, setup_logging
 
 app = typer.Typer(help="Run a RocketMQ name server.", no_args_is_help=True)
 register_lazy("mqtool.namesrv.kvconfig", "KVConfigError", EXIT_USAGE)
 
 
+NAMESRV_KEYS = ("listenPort", "kvConfigPath", "orderMessageEnable", "clusterTest", "productEnvName")
+
+
 @app.command()
 def start(
-    listen: Annotated[str, typer.Option("--listen", "-l", help="HOST:PORT (or PORT) to listen on.")] = "0.0.0.0:9876",
+    listen: Annotated[Optional[str], typer.Option(
+        "--listen", "-l", help="HOST:PORT (or PORT) to listen on (default 0.0.0.0:9876, or listenPort).")] = None,
+    config_file: Annotated[Optional[Path], typer.Option(
+        "-c", "--config", help="namesrv.conf (RocketMQ property names: listenPort, kvConfigPath, "
+                               "orderMessageEnable, ...); the options here win over it.")] = None,
     kv_config: Annotated[Optional[Path], typer.Option(
         "--kv-config", help="KV config file (default ~/namesrv/kvConfig.json, as RocketMQ).")] = None,
     order_message_enable: Annotated[bool, typer.Option(
@@ -26,9 +33,25 @@ def start(
     """Start a name server (port 9876 by default); SIGINT/SIGTERM stop it."""
     import asyncio
     from mqtool.namesrv.server import NameServer
-    host, port = parse_listen(listen)
+    props = {}
+    if config_file is not None:
+        from mqtool.common.javakeys import check_keys
+        from mqtool_remoting import javaprops
+        if not config_file.is_file():
+            raise UsageError(f"{config_file}: no such config file")
+        props = javaprops.loads(config_file.read_text(encoding="utf-8"))
+        for note in check_keys({k: v for k, v in props.items() if k not in NAMESRV_KEYS}, list(NAMESRV_KEYS),
+                               server="name server"):
+            err_console.print(f"mqtool: warning: {note}", markup=False)
+    if listen is None and "listenPort" in props:
+        listen = props["listenPort"].strip()
+        if not listen.isdigit():
+            raise UsageError(f"listenPort must be a port number, not {listen!r}")
+    host, port = parse_listen(listen or "0.0.0.0:9876")
     setup_logging(verbose)
-    server = NameServer(kv_config, order_message_enable)   # reads the KV file now: errors before listening
+    order = order_message_enable or props.get("orderMessageEnable", "").strip().lower() == "true"
+    server = NameServer(kv_config or props.get("kvConfigPath") or None, order)   # reads the KV file now
+    server.config.update({k: props[k] for k in ("clusterTest", "productEnvName") if k in props})
 
     async def begin():
         await server.start(host, port)

@@ -26,7 +26,7 @@ def test_apply_typed_keys_and_report_unknown():
 
 
 def test_keys_mqtool_does_not_take_are_named_in_one_line_each():
-    from mqtool.broker.javakeys import check_keys
+    from mqtool.common.javakeys import check_keys
     known = ["flushIntervalCommitLog", "brokerName"]
     notes = check_keys({"sendMessageThreadPoolNums": "16", "flushIntervalComitLog": "500", "zzz": "1",
                         "enableDLegerCommitLog": "false"}, known)
@@ -49,7 +49,7 @@ def test_every_key_mqtool_takes_is_used_and_none_is_also_listed_as_not_implement
     import re
     from pathlib import Path
 
-    from mqtool.broker.javakeys import KEYS_4_9_8_NOT_HERE
+    from mqtool.common.javakeys import KEYS_4_9_8_NOT_HERE
     from mqtool_store.storeconfig import MessageStoreConfig
     repo = Path(__file__).resolve().parents[2]
     sources = "\n".join(p.read_text() for d in ("mqtool", "store", "remoting") for p in (repo / d).rglob("*.py")

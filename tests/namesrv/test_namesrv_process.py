@@ -72,3 +72,30 @@ def test_bad_arguments_and_bad_kv_file_exit_2(tmp_path):
     bad_kv = run_cli("namesrv", "start", "--listen", "127.0.0.1:0", "--kv-config", str(kv))
     assert bad_kv.returncode == 2 and "Traceback" not in bad_kv.stderr
     assert bad_kv.stderr.strip().startswith("mqtool: error: KV config") and str(kv) in bad_kv.stderr
+
+
+def test_namesrv_conf_as_mqnamesrv_c_reads_it(tmp_path):
+    """`namesrv start -c namesrv.conf`: NamesrvConfig's and NettyServerConfig's keys as NamesrvStartup
+    reads them; a key it does not take is one warning line (a typo gets the nearest real key)."""
+    port = free_port()
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(f"listenPort={port}\norderMessageEnable=true\nkvConfigPath={tmp_path / 'kv.json'}\n"
+                    "productEnvName=staging\nserverWorkerThreads=8\nkvConfigPth=x\n")
+    ns = Process(["namesrv", "start", "-c", str(conf)], "boot success")
+    try:
+        warnings = [line for line in ns.startup if line.startswith("mqtool: warning:")]
+        got = asyncio.run(ask(f"127.0.0.1:{port}", RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG)))
+    finally:
+        assert ns.stop() == 0
+    props = dict(line.split("=", 1) for line in got.body.decode().splitlines())
+    assert (props["listenPort"], props["orderMessageEnable"], props["productEnvName"]) == (str(port), "true", "staging")
+    assert props["kvConfigPath"] == str(tmp_path / "kv.json")
+    assert warnings == [
+        "mqtool: warning: unknown config key 'kvConfigPth' ignored: not a RocketMQ 4.9.8 name server key; "
+        "did you mean 'kvConfigPath'?\n",
+        "mqtool: warning: serverWorkerThreads ignored: a RocketMQ 4.9.8 key mqtool does not implement (requests "
+        "are served on one asyncio event loop, with no thread pools or request queues to size)\n"]
+    bad = tmp_path / "bad.conf"
+    bad.write_text("listenPort=ten\n")
+    r = run_cli("namesrv", "start", "-c", str(bad))
+    assert r.returncode == 2 and r.stderr.strip() == "mqtool: error: listenPort must be a port number, not 'ten'"

@@ -1,4 +1,5 @@
-"""broker.conf keys of RocketMQ 4.9.8 that mqtool does not implement, and what it says about them.
+"""broker.conf (and namesrv.conf) keys of RocketMQ 4.9.8 that mqtool does not implement, and what it
+says about them.
 
 BrokerStartup hands the properties file to four beans (BrokerConfig, MessageStoreConfig,
 NettyServerConfig, NettyClientConfig) through their setters, and ignores any other key without a
@@ -78,21 +79,34 @@ NOT_IMPLEMENTED = [
 _WHY = {key: why for keys, why in NOT_IMPLEMENTED for key in keys.split()}
 KEYS_4_9_8_NOT_HERE = frozenset(_WHY) | frozenset(REFUSED_WHEN_TRUE)
 
+# namesrv.conf (NamesrvStartup: NamesrvConfig and NettyServerConfig): the keys mqtool's name server
+# does not take. It takes listenPort, kvConfigPath, orderMessageEnable, clusterTest, productEnvName.
+_NAMESRV_WHY = {
+    "rocketmqHome": "the name server reads nothing from the RocketMQ home",
+    "configStorePath": "config changes made at run time are not saved to a file",
+    "serverChannelMaxIdleTimeSeconds": "the name server keeps idle connections open",
+}
+NAMESRV_KEYS_NOT_HERE = frozenset(_NAMESRV_WHY) | frozenset(
+    """serverWorkerThreads serverCallbackExecutorThreads serverSelectorThreads serverOnewaySemaphoreValue
+    serverAsyncSemaphoreValue serverSocketSndBufSize serverSocketRcvBufSize serverSocketBacklog
+    serverPooledByteBufAllocatorEnable useEpollNativeSelector writeBufferHighWaterMark writeBufferLowWaterMark""".split())
 
-def check_keys(unknown: dict[str, str], known: list[str]) -> list[str]:
-    """One warning line per key of `unknown` (the keys no mqtool config took); ValueError for a key
-    that would make the broker claim what it does not do. `known` are the keys mqtool does take
-    (for a typo's suggestion)."""
+
+def check_keys(unknown: dict[str, str], known: list[str], server: str = "broker") -> list[str]:
+    """One warning line per key of `unknown` (the keys no mqtool config took) of a broker's or a
+    name server's config file; ValueError for a key that would make the broker claim what it does
+    not do. `known` are the keys mqtool does take (for a typo's suggestion)."""
+    not_here = KEYS_4_9_8_NOT_HERE if server == "broker" else NAMESRV_KEYS_NOT_HERE    # "name server"
     for key, value in sorted(unknown.items()):
-        if key in REFUSED_WHEN_TRUE and str(value).strip().lower() == "true":
+        if key in REFUSED_WHEN_TRUE and key in not_here and str(value).strip().lower() == "true":
             raise ValueError(f"{key}=true: {REFUSED_WHEN_TRUE[key]} in mqtool")
     notes = []
     for key in sorted(unknown):
-        if key in KEYS_4_9_8_NOT_HERE:
-            why = _WHY.get(key, "not implemented")
+        if key in not_here:
+            why = (_WHY if server == "broker" else _NAMESRV_WHY).get(key) or _WHY.get(key, "not implemented")
             notes.append(f"{key} ignored: a RocketMQ 4.9.8 key mqtool does not implement ({why})")
             continue
-        near = difflib.get_close_matches(key, list(known) + sorted(KEYS_4_9_8_NOT_HERE), 1, 0.8)
+        near = difflib.get_close_matches(key, list(known) + sorted(not_here), 1, 0.8)
         hint = f"; did you mean {near[0]!r}?" if near else ""
-        notes.append(f"unknown config key {key!r} ignored: not a RocketMQ 4.9.8 broker key{hint}")
+        notes.append(f"unknown config key {key!r} ignored: not a RocketMQ 4.9.8 {server} key{hint}")
     return notes
