@@ -131,9 +131,12 @@ async def _consume(namesrv, topic, group, broadcast, queue_ids, start, exit_at_e
                     break
         finally:
             await c.close()
+        _say_if_none(seen, json_out)
         return
     c = Consumer(namesrv, "CID_MQTOOL_CLI")
-    try:
+
+    async def pull_all():
+        nonlocal seen, last
         queues = await c.queues(topic)
         if queue_ids:
             queues = [q for q in queues if q.queue_id in set(queue_ids)]
@@ -159,7 +162,14 @@ async def _consume(namesrv, topic, group, broadcast, queue_ids, start, exit_at_e
                 if idle and time.monotonic() - last >= idle:
                     return
                 await asyncio.sleep(0.2)
+    try:
+        await pull_all()
     finally:
         await c.close()
-        if not json_out and seen == 0:
-            err_console.print("mqtool: no messages", markup=False)
+    _say_if_none(seen, json_out)
+
+
+def _say_if_none(seen: int, json_out: bool) -> None:
+    """A consume that ended normally without a message says so on stderr (not after an error)."""
+    if not json_out and seen == 0:
+        err_console.print("mqtool: no messages", markup=False)

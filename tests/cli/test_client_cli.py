@@ -198,3 +198,15 @@ def test_topic_and_group_updates_keep_what_is_not_given(cluster):
     assert [(c["retry_max_times"], c["retry_queue_nums"], c["consume_enable"]) for c in changed] == [(5, 2, False)]
     listed = json_lines(run_cli("group", "list", "-n", ns, "--json", check=True).stdout)
     assert {"group": "KEEP_G", "brokers": "broker-a", "retry_max_times": 5, "consume_enable": False} in listed
+
+
+def test_consume_says_no_messages_only_when_it_ended_normally(cluster):
+    ns = cluster["namesrv"]
+    run_cli("topic", "create", "-n", ns, "-t", "EmptyTopic", "-r", "1", "-w", "1", check=True)
+    plain = run_cli("consume", "-n", ns, "-t", "EmptyTopic", "-e")
+    grouped = run_cli("consume", "-n", ns, "-t", "EmptyTopic", "-g", "EMPTY_G", "-e")
+    assert (plain.returncode, plain.stdout, plain.stderr) == (0, "", "mqtool: no messages\n")
+    assert (grouped.returncode, grouped.stdout, grouped.stderr) == (0, "", "mqtool: no messages\n")
+    refused = run_cli("consume", "-n", "127.0.0.1:1", "-t", "EmptyTopic", "-e")
+    assert refused.returncode == 1
+    assert refused.stderr == "mqtool: error: cannot connect to 127.0.0.1:1: connection refused\n"
