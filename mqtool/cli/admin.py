@@ -205,6 +205,11 @@ def group_progress(group: Annotated[str, typer.Option("-g", "--group")], namesrv
                    lambda rs: f"Diff Total: {sum(r['lag'] for r in rs)}")
         return
     rows = run(namesrv, lambda a: a.group_progress(group, topic))
+    if not rows:          # mqadmin: "Not found the consumer group consume stats, because return offset table is empty"
+        on = f" on topic {topic}" if topic else ""
+        err_console.print(f"mqtool: no consume progress for group {group}{on}: it has committed no offset "
+                          "(it never consumed, or there is no such group)", markup=False)
+        raise typer.Exit(1)
     out_rows(rows, json_out, columns)
     if not json_out:
         console.print(f"Diff Total: {sum(r['lag'] for r in rows)}")

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from mqtool.cli.auth import with_credentials
-from mqtool.cli.errors import UsageError
+from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.output import console, emit_json, table
 
 NamesrvOpt = Annotated[str, typer.Option("-n", "--namesrv-addr", envvar="NAMESRV_ADDR",
@@ -114,6 +114,7 @@ async def _bench(namesrv, group, template, count, threads, json_out, batch=0, qu
     rts: list[float] = []
     sent = [0]
     failures = 0
+    first_error: list[BaseException] = []
     remaining = [count]
 
     async def worker():
@@ -129,8 +130,10 @@ async def _bench(namesrv, group, template, count, threads, json_out, batch=0, qu
                     await p.send(replace(template), queue)
                 rts.append(time.perf_counter() - t0)
                 sent[0] += n
-            except Exception:  # noqa: BLE001 - counted, like producer.sh
+            except Exception as exc:  # noqa: BLE001 - counted, like producer.sh
                 failures += n
+                if not first_error:
+                    first_error.append(exc)
     start = time.perf_counter()
     try:
         await asyncio.gather(*(worker() for _ in range(threads)))
@@ -149,3 +152,7 @@ async def _bench(namesrv, group, template, count, threads, json_out, batch=0, qu
     else:
         console.print(f"Send TPS: {result['tps']} Max RT(ms): {result['max_rt_ms']} Average RT(ms): "
                       f"{result['avg_rt_ms']} Send Failed: {failures} Response Failed: 0")
+    if failures:               # the figures stand; the run did not go as asked
+        err_console.print(f"mqtool: {failures} of {count} messages not sent; the first failure: {first_error[0]}",
+                          markup=False)
+        raise typer.Exit(1)

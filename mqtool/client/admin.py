@@ -164,9 +164,8 @@ class Admin(ClientBase):
             ext = {"consumerGroup": group}
             if topic:
                 ext["topic"] = topic
-            resp = await self.invoke(addr, RemotingCommand.request(RequestCode.GET_CONSUME_STATS, ext))
-            if resp.code != 0:
-                continue
+            resp = check(await self.invoke(addr, RemotingCommand.request(RequestCode.GET_CONSUME_STATS, ext)),
+                         f"consume stats of {group} on {name}")
             for key, v in jsonbody.loads(resp.body).get("offsetTable", {}).items():
                 mq = key.as_dict()
                 rows.append({"topic": mq["topic"], "broker": mq["brokerName"], "queue_id": mq["queueId"],

@@ -153,7 +153,11 @@ class Producer(ClientBase):
             if isinstance(queue, MessageQueue):
                 mq = queue
             elif isinstance(queue, int):
-                mq = next((q for q in queues if q.queue_id == queue), None) or queues[queue % len(queues)]
+                mq = next((q for q in queues if q.queue_id == queue), None)
+                if mq is None:        # not another queue in its place: the caller named this one
+                    ids = sorted({q.queue_id for q in queues})
+                    raise RemotingCommandError(ResponseCode.SYSTEM_ERROR, f"topic {topic} has no write queue {queue} "
+                                               f"(its write queues are {ids[0]}..{ids[-1]})", "send")
             elif sharding_key is not None:
                 mq = queues[(zlib.crc32(sharding_key.encode()) & 0x7FFFFFFF) % len(queues)]
             else:

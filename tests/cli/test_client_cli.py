@@ -210,3 +210,22 @@ def test_consume_says_no_messages_only_when_it_ended_normally(cluster):
     refused = run_cli("consume", "-n", "127.0.0.1:1", "-t", "EmptyTopic", "-e")
     assert refused.returncode == 1
     assert refused.stderr == "mqtool: error: cannot connect to 127.0.0.1:1: connection refused\n"
+
+
+def test_asked_for_queue_or_group_that_is_not_there_is_said(cluster):
+    """--queue names a queue: one the topic does not have is refused, not swapped for another; a
+    benchmark whose sends failed exits 1 with the first reason; progress of a group with no
+    committed offset is said (mqadmin consumerProgress fails there too), not an empty table."""
+    ns = cluster["namesrv"]
+    run_cli("topic", "create", "-n", ns, "-t", "TwoQueues", "-r", "2", "-w", "2", check=True)
+    assert json_lines(run_cli("send", "-n", ns, "-t", "TwoQueues", "--queue", "1", "x", "--json",
+                              check=True).stdout)[0]["queue_id"] == 1
+    wrong = run_cli("send", "-n", ns, "-t", "TwoQueues", "--queue", "5", "x")
+    assert wrong.returncode == 1 and wrong.stdout == ""
+    assert wrong.stderr == ("mqtool: error: send: SYSTEM_ERROR (1): topic TwoQueues has no write queue 5 "
+                            "(its write queues are 0..1)\n")
+    bench = run_cli("send", "-n", ns, "-t", "TwoQueues", "--count", "3", "--queue", "5", "--json")
+    assert bench.returncode == 1 and json_lines(bench.stdout)[0]["failures"] == 3
+    assert bench.stderr.startswith("mqtool: 3 of 3 messages not sent; the first failure: send: SYSTEM_ERROR")
+    none = run_cli("group", "progress", "-n", ns, "-g", "NEVER_CONSUMED")
+    assert none.returncode == 1 and none.stderr.startswith("mqtool: no consume progress for group NEVER_CONSUMED:")
