@@ -114,9 +114,14 @@ topic_app.command("update", help="Update a topic's queue numbers, permission or 
 def topic_delete(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                  cluster: Annotated[Optional[str], typer.Option("-c", "--cluster")] = None,
                  json_out: JsonOpt = False) -> None:
-    """Delete a topic from the brokers and the name server."""
-    brokers = run(namesrv, lambda a: a.delete_topic(topic, cluster))
-    out_rows([{"topic": topic, "broker": b, "deleted": True} for b in brokers], json_out, ["topic", "broker", "deleted"])
+    """Delete a topic from the brokers and the name server; `deleted` says which brokers had it."""
+    had = run(namesrv, lambda a: a.delete_topic(topic, cluster))
+    if not any(had.values()):       # the name server's route (if any) is gone all the same
+        err_console.print(f"mqtool: no broker{' of cluster ' + cluster if cluster else ''} has topic {topic}",
+                          markup=False)
+        raise typer.Exit(1)
+    out_rows([{"topic": topic, "broker": b, "deleted": d} for b, d in had.items()], json_out,
+             ["topic", "broker", "deleted"])
 
 
 @topic_app.command("list")

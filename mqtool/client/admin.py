@@ -126,14 +126,17 @@ class Admin(ClientBase):
         elif old is not None:
             await self.kv("delete", ORDER_TOPIC_CONFIG, topic)
 
-    async def delete_topic(self, topic: str, cluster: str | None = None) -> list[str]:
-        targets = await self.masters(cluster)
-        for addr in targets.values():
+    async def delete_topic(self, topic: str, cluster: str | None = None) -> dict[str, bool]:
+        """Delete `topic` from every master of `cluster` (or all) and from the name servers (mqadmin
+        deleteTopic); returns broker name -> whether that broker had the topic."""
+        had = {}
+        for name, addr in (await self.masters(cluster)).items():
+            had[name] = topic in await self.topic_configs(addr)
             check(await self.invoke(addr, RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER,
                                                                   {"topic": topic})), f"delete topic {topic}")
         check(await self.invoke_namesrv(RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV,
                                                                 {"topic": topic})), "delete topic in name server")
-        return list(targets)
+        return had
 
     async def topic_list(self) -> list[str]:
         resp = check(await self.invoke_namesrv(RemotingCommand.request(

@@ -90,8 +90,11 @@ def test_admin_commands(cluster):
     assert int(runtime["commitLogMaxOffset"]) > 0
     alias = run_cli("topicList", "-n", ns, "--json", check=True)     # mqadmin's name still works
     assert "AdminTopic" in alias.stdout
-    run_cli("topic", "delete", "-n", ns, "-t", "AdminTopic", check=True)
+    deleted = json_lines(run_cli("topic", "delete", "-n", ns, "-t", "AdminTopic", "--json", check=True).stdout)
+    assert deleted == [{"topic": "AdminTopic", "broker": "broker-a", "deleted": True}]
     assert {"topic": "AdminTopic"} not in json_lines(run_cli("topic", "list", "-n", ns, "--json", check=True).stdout)
+    again = run_cli("topic", "delete", "-n", ns, "-t", "AdminTopic")
+    assert (again.returncode, again.stderr) == (1, "mqtool: no broker has topic AdminTopic\n")
 
 
 @pytest.mark.parametrize("args,code,text", [
