@@ -314,9 +314,14 @@ group_app.command("update")(group_create)
 def group_delete(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
                  keep_offsets: Annotated[bool, typer.Option("--keep-offsets")] = False,
                  json_out: JsonOpt = False) -> None:
-    """Delete a subscription group (and its committed offsets unless --keep-offsets)."""
-    brokers = run(namesrv, lambda a: a.group_delete(group, not keep_offsets))
-    out_rows([{"group": group, "broker": b, "deleted": True} for b in brokers], json_out, ["group", "broker", "deleted"])
+    """Delete a subscription group (and its committed offsets unless --keep-offsets); `deleted` says
+    which brokers had it."""
+    had = run(namesrv, lambda a: a.group_delete(group, not keep_offsets))
+    if not any(had.values()):
+        err_console.print(f"mqtool: no broker has subscription group {group}", markup=False)
+        raise typer.Exit(1)
+    out_rows([{"group": group, "broker": b, "deleted": d} for b, d in had.items()], json_out,
+             ["group", "broker", "deleted"])
 
 
 @group_app.command("list")

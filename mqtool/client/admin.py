@@ -210,9 +210,7 @@ class Admin(ClientBase):
     async def group_list(self) -> list[dict]:
         out = {}
         for name, addr in (await self.masters()).items():
-            resp = check(await self.invoke(addr, RemotingCommand.request(
-                RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)), "group list")
-            for g, cfg in jsonbody.loads(resp.body).get("subscriptionGroupTable", {}).items():
+            for g, cfg in (await self.group_configs(addr)).items():
                 out.setdefault(g, dict(cfg, brokers=[]))["brokers"].append(name)
         return [out[g] for g in sorted(out)]
 
@@ -227,21 +225,28 @@ class Admin(ClientBase):
         given = {k: v for k, v in given.items() if v is not None}
         done = []
         for name, addr in (await self.masters(cluster, broker)).items():
-            resp = check(await self.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)),
-                         "group config")
-            current = jsonbody.loads(resp.body).get("subscriptionGroupTable", {}).get(group, {})
+            current = (await self.group_configs(addr)).get(group, {})
             cfg = {**GROUP_DEFAULTS, **current, **given, "groupName": group}
             check(await self.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                                                                   body=jsonbody.dumps(cfg))), f"update group {group}")
             done.append({"broker": name, **cfg})
         return done
 
-    async def group_delete(self, group: str, remove_offset: bool = True, cluster: str | None = None) -> list[str]:
-        targets = await self.masters(cluster)
-        for addr in targets.values():
+    async def group_delete(self, group: str, remove_offset: bool = True, cluster: str | None = None) -> dict[str, bool]:
+        """Delete the subscription group from every master (of `cluster`); returns broker name ->
+        whether that broker had it."""
+        had = {}
+        for name, addr in (await self.masters(cluster)).items():
+            had[name] = group in await self.group_configs(addr)
             check(await self.invoke(addr, RemotingCommand.request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {
                 "groupName": group, "removeOffset": remove_offset})), f"delete group {group}")
-        return list(targets)
+        return had
+
+    async def group_configs(self, addr: str) -> dict[str, dict]:
+        """group -> its subscription group config on one broker (GET_ALL_SUBSCRIPTIONGROUP_CONFIG)."""
+        resp = check(await self.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)),
+                     "group config")
+        return jsonbody.loads(resp.body).get("subscriptionGroupTable", {})
 
     async def connections(self, group: str, producer: bool = False) -> list[dict]:
         code = RequestCode.GET_PRODUCER_CONNECTION_LIST if producer else RequestCode.GET_CONSUMER_CONNECTION_LIST

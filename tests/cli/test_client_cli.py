@@ -134,6 +134,8 @@ def test_group_config_kv_perm_and_print_commands(cluster):
     assert progress[0]["lag"] == 4
     run_cli("group", "delete", "-n", ns, "-g", "ADMIN_G", check=True)
     assert "ADMIN_G" not in run_cli("group", "list", "-n", ns, "--json", check=True).stdout
+    again = run_cli("group", "delete", "-n", ns, "-g", "ADMIN_G")
+    assert (again.returncode, again.stderr) == (1, "mqtool: no broker has subscription group ADMIN_G\n")
     missing = run_cli("group", "connections", "-n", ns, "-g", "NOBODY")
     assert missing.returncode == 1 and "CONSUMER_NOT_ONLINE" in missing.stderr
     cfg = json_lines(run_cli("broker", "config", "get", "-n", ns, "-b", broker, "--json", check=True).stdout)[0]
