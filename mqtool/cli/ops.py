@@ -195,6 +195,8 @@ def stats_all(namesrv: NamesrvOpt = "127.0.0.1:9876",
         return jsonbody.loads(resp.body) if resp.code == 0 and resp.body else None
 
     async def go(a):
+        if topic:
+            await a.route(topic, refresh=True)       # no such topic: TOPIC_NOT_EXIST, as mqadmin statsAll -t
         topics = [topic] if topic else [t for t in await a.topic_list() if not t.startswith(("%RETRY%", "%DLQ%"))]
         masters = await a.masters()
         rows = []
