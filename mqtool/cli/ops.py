@@ -279,7 +279,7 @@ def producer_list(broker: Annotated[str, typer.Option("-b", "--broker", help="Br
 
 @with_credentials
 def namesrv_update_config(settings: Annotated[list[str], typer.Argument(help="key=value pairs")],
-                          namesrv: NamesrvOpt = "127.0.0.1:9876") -> None:
+                          namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """Change name server settings at run time (mqadmin updateNamesrvConfig)."""
     from mqtool_remoting import javaprops
     from mqtool.client.base import check
@@ -297,7 +297,12 @@ def namesrv_update_config(settings: Annotated[list[str], typer.Argument(help="ke
             check(await a.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG,
                                                                body=javaprops.dumps(props).encode())),
                   "update name server config")
-    run(namesrv, go)
+        return a.namesrv_addrs
+    for addr in run(namesrv, go):
+        if json_out:
+            emit_json({"namesrv": addr, "updated": props})
+        else:
+            console.print(f"updated {', '.join(props)} on {addr}", markup=False)
 
 
 def _wire() -> None:

@@ -51,7 +51,9 @@ def test_operator_commands(cluster):  # noqa: F811
 
     for cmd in ("clean-expired-cq", "clean-unused-topic", "delete-expired-commitlog"):
         assert run_cli("broker", cmd, "-n", ns, "-b", broker, check=True).returncode == 0
-    run_cli("namesrv", "update-config", "-n", ns, "orderMessageEnable=true", check=True)
+    updated = json_lines(run_cli("namesrv", "update-config", "-n", ns, "orderMessageEnable=true", "--json",
+                                 check=True).stdout)
+    assert updated == [{"namesrv": ns, "updated": {"orderMessageEnable": "true"}}]
     assert json_lines(run_cli("namesrv", "config", "-n", ns, "--json", check=True).stdout)[0][
         "orderMessageEnable"] == "true"
     run_cli("producer", "list", "-n", ns, "-b", broker, "--json", check=True)
