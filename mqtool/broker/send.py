@@ -86,7 +86,7 @@ async def send_message(ctrl, conn, cmd):
     if problem:
         return _reply(cmd, ctrl, ResponseCode.SYSTEM_ERROR, problem)
     topic_cfg = ctrl.topics.get(h.topic)
-    if not ctrl.config.brokerPermission & PERM_WRITE and topic_cfg is not None and topic_cfg.order:
+    if topic_cfg is not None and topic_cfg.order and not ctrl.config.brokerPermission & PERM_WRITE:
         # msgCheck: only an ordered topic is refused here; the others' routes already say the
         # broker is not writeable (register_all registers every topic with brokerPermission)
         return _reply(cmd, ctrl, ResponseCode.NO_PERMISSION, f"the broker[{ctrl.config.brokerIP1}] sending message is forbidden")
