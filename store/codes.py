@@ -82,10 +82,11 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-SYSTEM_TOPICS = frozenset({
+SYSTEM_TOPICS = frozenset({       # TopicValidator.SYSTEM_TOPIC_SET (4.9.8)
     SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, "TBW102", "SELF_TEST_TOPIC",
-    "BenchmarkTest", "OFFSET_MOVED_EVENT", "RMQ_SYS_TRACE_TOPIC",
+    "BenchmarkTest", "OFFSET_MOVED_EVENT", "RMQ_SYS_TRACE_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
 })
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"  # TopicValidator.SYSTEM_TOPIC_PREFIX: any topic named so is a system one
 
 # Fixed sizes (bytes).
 MSG_FIXED_SIZE_V4 = 91             # calMsgLength without body/topic/properties, both hosts IPv4

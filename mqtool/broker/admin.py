@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mqtool_remoting import javaprops
 from mqtool.broker.subscriptions import SubscriptionGroupConfig
-from mqtool.broker.topics import TopicConfig, check_topic_name
+from mqtool.broker.topics import TopicConfig, check_topic_name, is_system_topic
 from mqtool_remoting import jsonbody
 from mqtool_remoting.bodies import ConsumeStats
 from mqtool_remoting.codes import ResponseCode
@@ -18,11 +18,27 @@ def _mq(ctrl, topic: str, qid: int) -> ObjectKey:
     return ObjectKey(sorted({"brokerName": ctrl.config.brokerName, "queueId": qid, "topic": topic}.items()))
 
 
-async def create_topic(ctrl, conn, cmd):
-    h = from_ext_fields(CreateTopicRequestHeader, cmd.ext_fields)
-    problem = check_topic_name(h.topic)
+SLAVE_ADMIN_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+
+
+def _topic_refusal(ctrl, cmd, topic: str):
+    """AdminBrokerProcessor's checks before a topic is created or deleted: not on a slave, a valid
+    name, not a system topic (TopicValidator)."""
+    if ctrl.is_slave:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, SLAVE_ADMIN_REMARK)
+    problem = check_topic_name(topic)
     if problem:
         return cmd.response(ResponseCode.SYSTEM_ERROR, problem)
+    if is_system_topic(topic):
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+    return None
+
+
+async def create_topic(ctrl, conn, cmd):
+    h = from_ext_fields(CreateTopicRequestHeader, cmd.ext_fields)
+    refused = _topic_refusal(ctrl, cmd, h.topic)
+    if refused:
+        return refused
     if h.topic == ctrl.config.brokerClusterName:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.")
     ctrl.topics.update(TopicConfig(h.topic, h.readQueueNums, h.writeQueueNums, h.perm, h.topicFilterType or "SINGLE_TAG",
@@ -31,8 +47,15 @@ async def create_topic(ctrl, conn, cmd):
 
 
 async def delete_topic(ctrl, conn, cmd):
+    """DELETE_TOPIC_IN_BROKER: the config, the consume queues (cleanUnusedTopic) and, unlike 4.9.8,
+    the group offsets of the topic, which would otherwise point into queues that are gone."""
+    from mqtool.broker.adminops import destroy_unused_queues
     h = from_ext_fields(TopicRequestHeader, cmd.ext_fields)
+    refused = _topic_refusal(ctrl, cmd, h.topic)
+    if refused:
+        return refused
     ctrl.topics.delete(h.topic)
+    destroy_unused_queues(ctrl)
     ctrl.offsets.remove_topic(h.topic)
     return cmd.response(ResponseCode.SUCCESS)
 
@@ -63,6 +86,8 @@ async def topic_stats(ctrl, conn, cmd):
 
 
 async def create_group(ctrl, conn, cmd):
+    if ctrl.is_slave:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, SLAVE_ADMIN_REMARK)
     data = jsonbody.loads(cmd.body)
     if not data.get("groupName"):
         return cmd.response(ResponseCode.SYSTEM_ERROR, "groupName is required")
@@ -77,6 +102,8 @@ async def all_groups(ctrl, conn, cmd):
 
 
 async def delete_group(ctrl, conn, cmd):
+    if ctrl.is_slave:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, SLAVE_ADMIN_REMARK)
     h = from_ext_fields(DeleteSubscriptionGroupRequestHeader, cmd.ext_fields)
     ctrl.groups.delete(h.groupName)
     if h.removeOffset:

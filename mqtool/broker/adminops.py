@@ -19,12 +19,11 @@ from mqtool_remoting.headers import (CloneGroupOffsetRequestHeader, GetConsumeSt
                                      QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader,
                                      QueryCorrectionOffsetHeader, ResumeCheckHalfMessageRequestHeader,
                                      TopicRequestHeader, ViewBrokerStatsDataRequestHeader, from_ext_fields)
+from mqtool_store.codes import SYSTEM_TOPICS
 from mqtool_store.msgid import decode_offset_msg_id
 
 log = logging.getLogger("mqtool.broker")
 # TopicValidator.getSystemTopicSet() of 4.9.8 (GET_SYSTEM_TOPIC_LIST_FROM_BROKER answers this fixed set).
-SYSTEM_TOPICS = ("TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-                 "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT")
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 LONG_MAX = 2**63 - 1
 
@@ -179,13 +178,18 @@ async def clean_expired_consume_queue(ctrl, conn, cmd):
 
 
 async def clean_unused_topic(ctrl, conn, cmd):
-    """CLEAN_UNUSED_TOPIC: consume queues of topics the broker no longer has (but the schedule, op-half
-    and LMQ queues, which have no topic config, as in Java)."""
+    """CLEAN_UNUSED_TOPIC: consume queues of topics the broker no longer has."""
     log.warning("invoke cleanUnusedTopic start.")
+    destroy_unused_queues(ctrl)
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+def destroy_unused_queues(ctrl) -> None:
+    """DefaultMessageStore.cleanUnusedTopic: the consume queues of every topic without a config, but
+    the schedule, op-half and LMQ queues, which have none (the commit log keeps the records)."""
     for topic in sorted(ctrl.store.topics() - set(ctrl.topics.table)):
         if topic not in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_OP_HALF_TOPIC") and not topic.startswith("%LMQ%"):
             ctrl.store.destroy_queues(topic)
-    return cmd.response(ResponseCode.SUCCESS)
 
 
 async def delete_expired_commitlog(ctrl, conn, cmd):
@@ -207,7 +211,7 @@ async def view_broker_stats(ctrl, conn, cmd):
 
 async def system_topics(ctrl, conn, cmd):
     """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: TopicValidator's fixed set, no broker address."""
-    return ok(cmd, TopicList(list(SYSTEM_TOPICS)))
+    return ok(cmd, TopicList(sorted(SYSTEM_TOPICS)))
 
 
 async def all_producer_info(ctrl, conn, cmd):

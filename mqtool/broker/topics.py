@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqtool_store.codes import Perm
+from mqtool_store.codes import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS, Perm
 from mqtool_store.configfiles import dumps_fastjson, load_config, write_config
 
 TOPIC_MAX_LENGTH = 127
@@ -18,6 +18,11 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({
     "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
 })
 PERM_RW = int(Perm.PERM_READ | Perm.PERM_WRITE)
+
+
+def is_system_topic(topic: str) -> bool:
+    """TopicValidator.isSystemTopic: admin requests may not create or delete these."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 @dataclass
