@@ -89,7 +89,7 @@ def topic_create(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: 
                                                              help="Default: kept, 8 for a new topic.")] = None,
                  write: Annotated[Optional[int], typer.Option("-w", "--write-queues", min=1,
                                                               help="Default: kept, 8 for a new topic.")] = None,
-                 perm: Annotated[Optional[int], typer.Option("-p", "--perm",
+                 perm: Annotated[Optional[int], typer.Option("-p", "--perm", min=0, max=15,
                                                              help="Default: kept, 6 for a new topic.")] = None,
                  order: Annotated[Optional[bool], typer.Option("--order/--no-order", "-o",
                                                                help="Ordered topic (also written to the name "
@@ -268,7 +268,7 @@ broker_config_app = typer.Typer(help="Broker config get/set.", no_args_is_help=T
 @topic_app.command("perm")
 @with_credentials
 def topic_perm(topic: Annotated[str, typer.Option("-t", "--topic")],
-               perm: Annotated[int, typer.Option("-p", "--perm", help="2 write, 4 read, 6 read+write.")],
+               perm: Annotated[int, typer.Option("-p", "--perm", min=0, max=15, help="2 write, 4 read, 6 read+write.")],
                namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """Change a topic's permission on every broker that serves it, keeping its queue numbers."""
     async def go(a):
@@ -284,9 +284,9 @@ def topic_perm(topic: Annotated[str, typer.Option("-t", "--topic")],
 @group_app.command("create")
 @with_credentials
 def group_create(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",
-                 retry_max_times: Annotated[Optional[int], typer.Option("--retry-max-times", "-r",
+                 retry_max_times: Annotated[Optional[int], typer.Option("--retry-max-times", "-r", min=0,
                                                                         help="Default: kept, 16 for a new group.")] = None,
-                 retry_queue_nums: Annotated[Optional[int], typer.Option("--retry-queue-nums", "-q",
+                 retry_queue_nums: Annotated[Optional[int], typer.Option("--retry-queue-nums", "-q", min=0,
                                                                          help="Default: kept, 1 for a new group.")] = None,
                  consume_enable: Annotated[Optional[bool], typer.Option("--consume-enable/--consume-disable",
                                                                         help="Default: kept, enabled for a new group.")] = None,
@@ -437,8 +437,8 @@ def namesrv_kv(action: Annotated[str, typer.Argument(help="put, get, delete or l
 @with_credentials
 def message_print(topic: Annotated[str, typer.Option("-t", "--topic")],
                   queue: Annotated[int, typer.Option("-q", "--queue")],
-                  begin: Annotated[int, typer.Option("--begin-offset")] = 0,
-                  end: Annotated[Optional[int], typer.Option("--end-offset", help="Exclusive.")] = None,
+                  begin: Annotated[int, typer.Option("--begin-offset", min=0)] = 0,
+                  end: Annotated[Optional[int], typer.Option("--end-offset", min=0, help="Exclusive.")] = None,
                   namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """Messages of one queue by queue-offset range (mqadmin printMsgByQueue)."""
     import asyncio

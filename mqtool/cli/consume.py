@@ -53,7 +53,7 @@ def consume(
                                                  "with -g: the group's committed offsets, and --from moves them)")] = None,
     exit_at_end: Annotated[bool, typer.Option("-e", "--exit-at-end")] = False,
     count: Annotated[int, typer.Option("-c", "--count", min=0)] = 0,
-    idle_timeout: Annotated[float, typer.Option("--idle-timeout", help="Stop after this many idle seconds.")] = 0,
+    idle_timeout: Annotated[float, typer.Option("--idle-timeout", min=0, help="Stop after this many idle seconds.")] = 0,
     tag: Annotated[str, typer.Option("--tag", help="Tag expression, e.g. 'TagA || TagB'.")] = "*",
     fmt: Annotated[Optional[str], typer.Option("--format", help="e.g. '%t %q %o %k %T %b'")] = None,
     body: Annotated[str, typer.Option("--body", help="text, hex or base64")] = "text",

@@ -117,8 +117,8 @@ def message_cq(topic: Annotated[str, typer.Option("-t", "--topic")],
                queue: Annotated[int, typer.Option("-q", "--queue")],
                broker: Annotated[str, typer.Option("-b", "--broker", help="Broker address HOST:PORT.")],
                namesrv: NamesrvOpt = "127.0.0.1:9876",
-               index: Annotated[int, typer.Option("-i", "--index", help="First queue offset.")] = 0,
-               count: Annotated[int, typer.Option("-c", "--count")] = 10,
+               index: Annotated[int, typer.Option("-i", "--index", min=0, help="First queue offset.")] = 0,
+               count: Annotated[int, typer.Option("-c", "--count", min=1)] = 10,
                group: Annotated[Optional[str], typer.Option("-g", "--group")] = None,
                json_out: JsonOpt = False) -> None:
     """Consume queue units of one queue on a running broker (mqadmin queryCq)."""

@@ -32,9 +32,9 @@ def send(
     batch: Annotated[int, typer.Option("--batch", min=0, help="Send in batches of N.")] = 0,
     oneway: Annotated[bool, typer.Option("--oneway")] = False,
     group: Annotated[str, typer.Option("--group", "-g", help="Producer group.")] = "PID_MQTOOL",
-    count: Annotated[int, typer.Option("--count", help="Bench mode: messages to send.")] = 0,
-    size: Annotated[int, typer.Option("--size", help="Bench mode: body bytes.")] = 128,
-    threads: Annotated[int, typer.Option("--threads", help="Bench mode: concurrent senders.")] = 1,
+    count: Annotated[int, typer.Option("--count", min=0, help="Bench mode: messages to send (0: not bench mode).")] = 0,
+    size: Annotated[int, typer.Option("--size", min=1, help="Bench mode: body bytes.")] = 128,
+    threads: Annotated[int, typer.Option("--threads", min=1, help="Bench mode: concurrent senders.")] = 1,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Send messages; one result line per message (status, msgId, broker, queue, queue offset)."""

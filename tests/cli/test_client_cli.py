@@ -108,6 +108,10 @@ def test_admin_commands(cluster):
     (("message", "query", "-n", "{ns}", "-i", "7F00000100002A9F0000000000000000", "--begin", "0"), 2,
      "--begin applies to --key and --unique-key lookups only"),
     (("namesrv", "kv", "list", "-n", "{ns}", "-s", "ORDER_TOPIC_CONFIG", "-k", "x"), 2, "kv list does not take --key"),
+    (("send", "-n", "{ns}", "-t", "T", "--count", "-5"), 2, "-5 is not in the range x>=0"),      # did nothing, exit 0
+    (("send", "-n", "{ns}", "-t", "T", "--count", "5", "--threads", "0"), 2, "0 is not in the range x>=1"),
+    (("topic", "create", "-n", "{ns}", "-t", "T", "-p", "-1"), 2, "-1 is not in the range 0<=x<=15"),
+    (("message", "print", "-n", "{ns}", "-t", "T", "-q", "0", "--begin-offset", "-5"), 2, "not in the range x>=0"),
 ])
 def test_bad_input(cluster, args, code, text):
     proc = run_cli(*(a.replace("{ns}", cluster["namesrv"]) for a in args))
