@@ -14,11 +14,11 @@ def recover(
     root: Annotated[Path, typer.Argument(help="The store root (storePathRootDir) of a stopped broker.")],
     apply: Annotated[bool, typer.Option("--apply", help="Carry the plan out (cut bytes are saved first).")] = False,
     mapped_file_size_commitlog: Annotated[Optional[int], typer.Option(
-        "--mapped-file-size-commitlog", help="mappedFileSizeCommitLog (default: the files' size).")] = None,
+        "--mapped-file-size-commitlog", min=1, help="mappedFileSizeCommitLog (default: the files' size).")] = None,
     mapped_file_size_consume_queue: Annotated[Optional[int], typer.Option(
-        "--mapped-file-size-consume-queue", help="mappedFileSizeConsumeQueue (default: the files' size).")] = None,
-    max_hash_slot_num: Annotated[Optional[int], typer.Option("--max-hash-slot-num")] = None,
-    max_index_num: Annotated[Optional[int], typer.Option("--max-index-num")] = None,
+        "--mapped-file-size-consume-queue", min=20, help="mappedFileSizeConsumeQueue (default: the files' size).")] = None,
+    max_hash_slot_num: Annotated[Optional[int], typer.Option("--max-hash-slot-num", min=1)] = None,
+    max_index_num: Annotated[Optional[int], typer.Option("--max-index-num", min=1)] = None,
     normal: Annotated[bool, typer.Option("--normal/--abnormal", help="Force the recovery mode "
                                          "(default: abnormal when the abort file exists).")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,

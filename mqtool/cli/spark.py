@@ -147,9 +147,9 @@ def rebuild_index(
     yes: Annotated[bool, typer.Option("--yes", help="Confirm --in-place (the broker must be stopped).")] = False,
     config: Annotated[Optional[Path], typer.Option("-c", "--config", help="broker.conf to read store sizes from.")] = None,
     mapped_file_size_consume_queue: Annotated[Optional[int], typer.Option(
-        "--mapped-file-size-consume-queue", help="Consume queue file size (default 6000000).")] = None,
-    max_hash_slot_num: Annotated[Optional[int], typer.Option("--max-hash-slot-num", help="Default 5000000.")] = None,
-    max_index_num: Annotated[Optional[int], typer.Option("--max-index-num", help="Default 20000000.")] = None,
+        "--mapped-file-size-consume-queue", min=20, help="Consume queue file size (default 6000000).")] = None,
+    max_hash_slot_num: Annotated[Optional[int], typer.Option("--max-hash-slot-num", min=1, help="Default 5000000.")] = None,
+    max_index_num: Annotated[Optional[int], typer.Option("--max-index-num", min=1, help="Default 20000000.")] = None,
     message_delay_level: Annotated[Optional[str], typer.Option(
         "--message-delay-level", help="The broker's messageDelayLevel (tagsCode of SCHEDULE_TOPIC_XXXX).")] = None,
     copy_commitlog: Annotated[bool, typer.Option(

@@ -21,7 +21,7 @@ PathArg = Annotated[Path, typer.Argument(help="Store root, or a commitlog/consum
 RootArg = Annotated[Path, typer.Argument(help="The store root (storePathRootDir).")]
 BodyOpt = Annotated[str, typer.Option("--body", help="Body as text, hex, base64 or none.")]
 BodyMaxOpt = Annotated[Optional[int], typer.Option(
-    "--body-max", help="Show at most this many body bytes (default 120 in tables, all with --json).")]
+    "--body-max", min=0, help="Show at most this many body bytes (default 120 in tables, all with --json).")]
 
 
 def _root(path: Path) -> Path:
@@ -59,8 +59,8 @@ def dump(
     queue: Annotated[Optional[int], typer.Option("--queue", "-q", help="Queue id.")] = None,
     key: Annotated[Optional[str], typer.Option("--key", "-k", help="A key of KEYS, or the UNIQ_KEY.")] = None,
     tag: Annotated[Optional[str], typer.Option("--tag")] = None,
-    from_offset: Annotated[Optional[int], typer.Option("--from-offset", help="Commitlog offset (queue offset for consume queues).")] = None,
-    to_offset: Annotated[Optional[int], typer.Option("--to-offset", help="Exclusive end, same unit as --from-offset.")] = None,
+    from_offset: Annotated[Optional[int], typer.Option("--from-offset", min=0, help="Commitlog offset (queue offset for consume queues).")] = None,
+    to_offset: Annotated[Optional[int], typer.Option("--to-offset", min=0, help="Exclusive end, same unit as --from-offset.")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Store time from (epoch ms or ISO).")] = None,
     until: Annotated[Optional[str], typer.Option("--until", help="Store time until (epoch ms or ISO).")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=0)] = None,
@@ -318,7 +318,7 @@ def query(
     topic: Annotated[Optional[str], typer.Option("--topic", "-t")] = None,
     key: Annotated[Optional[str], typer.Option("--key", "-k", help="A key or unique key (needs --topic).")] = None,
     msg_id: Annotated[Optional[str], typer.Option("--msg-id", "-i", help="Offset message id.")] = None,
-    offset: Annotated[Optional[int], typer.Option("--offset", "-o", help="Commitlog offset.")] = None,
+    offset: Annotated[Optional[int], typer.Option("--offset", "-o", min=0, help="Commitlog offset.")] = None,
     begin: Annotated[Optional[str], typer.Option("--begin", help="Store time from (epoch ms or ISO).")] = None,
     end: Annotated[Optional[str], typer.Option("--end", help="Store time until (epoch ms or ISO).")] = None,
     max_num: Annotated[Optional[int], typer.Option("--max", help="Most messages to return (default and RocketMQ's cap: 64).",
