@@ -69,6 +69,22 @@ class BrokerConfig:
         return {f.name: _to_text(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
+# The keys UPDATE_BROKER_CONFIG (mqadmin updateBrokerConfig) changes on a running broker: each is read
+# where it is used, so the new value counts from the next request, put, flush or check. Every other
+# key is used when the broker starts (a listen port, a path, a role, a file size, what is created at
+# start): changed at run time it would take effect nowhere (mqtool does not rewrite broker.conf), or
+# worse (a listenPort the broker would register without listening on it), so it is refused.
+RUNTIME_KEYS = frozenset("""
+    brokerPermission defaultTopicQueueNums longPollingEnable shortPollingTimeMills notifyConsumerIdsChangedEnable
+    transactionTimeOut transactionCheckMax transactionCheckInterval flushConsumerOffsetInterval
+    rejectTransactionMessage slaveReadEnable registerBrokerTimeoutMills
+    maxMessageSize flushCommitLogLeastPages syncFlushTimeout maxMsgsNumBatch defaultQueryMaxNum fileReservedTime
+    cleanResourceInterval flushDelayOffsetInterval deleteWhen diskMaxUsedSpaceRatio cleanFileForciblyEnable
+    maxTransferBytesOnMessageInMemory maxTransferCountOnMessageInMemory accessMessageInMemoryMaxRatio
+    messageIndexEnable haTransferBatchSize haSlaveFallbehindMax slaveTimeout offsetCheckInSlave
+""".split())
+
+
 def _to_text(v) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 

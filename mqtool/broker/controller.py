@@ -13,7 +13,7 @@ from mqtool.broker import admin, adminops, clientcalls, clientreq, pull, replica
 from mqtool.broker.acl import requests as acl_requests
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
-from mqtool.broker.config import BrokerConfig, apply_properties
+from mqtool.broker.config import RUNTIME_KEYS, BrokerConfig, apply_properties
 from mqtool.broker.flushwait import FlushWaiters
 from mqtool.common.javakeys import check_keys
 from mqtool.broker.offsets import ConsumerOffsetManager
@@ -365,15 +365,24 @@ class BrokerController:
         return props
 
     def update_properties(self, props: dict[str, str]) -> list[str]:
-        """UPDATE_BROKER_CONFIG: set what mqtool has; one line for each key it does not take."""
-        unknown = apply_properties(self.config, props)
-        for key in list(unknown):
-            if key in STORE_KEYS:
-                apply_store_properties(self.store_config, {key: unknown.pop(key)})
+        """UPDATE_BROKER_CONFIG: set the keys that count on a running broker (RUNTIME_KEYS); ValueError,
+        and nothing changed, for one that counts only at start; one line for each key mqtool does not
+        take."""
+        known = [*STORE_KEYS, *(f.name for f in dataclasses.fields(self.config))]
+        fixed = sorted(k for k in props if k in known and k not in RUNTIME_KEYS)
+        if fixed:
+            raise ValueError(f"{', '.join(fixed)} cannot change while the broker runs (used when it starts): "
+                             "set it in broker.conf and restart")
+        broker_side = {k: v for k, v in props.items() if hasattr(self.config, k)}
+        store_side = {k: v for k, v in props.items() if k in STORE_KEYS}
+        apply_properties(dataclasses.replace(self.config), broker_side)           # a bad value: nothing set
+        apply_store_properties(dataclasses.replace(self.store_config), store_side)
+        apply_properties(self.config, broker_side)
+        apply_store_properties(self.store_config, store_side)
         if "brokerPermission" in props:       # AdminBrokerProcessor.updateBrokerConfig: routes change now
             self.topics.data_version.next()
             self.schedule_register()
-        return check_keys(unknown, [*STORE_KEYS, *(f.name for f in dataclasses.fields(self.config))])
+        return check_keys({k: v for k, v in props.items() if k not in known}, known)
 
     # ------------------------------------------------------------------ name server
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from mqtool.client.admin import Admin
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.errors import RemotingCommandError
 from mqtool_remoting.transport import RemotingClient
 from tests.broker.test_broker_server import pull_cmd, run, send_cmd, start_pair
 
@@ -86,3 +89,32 @@ def test_broker_permission_from_broker_conf(tmp_path):
             await ns.stop()
     run(scenario())
 
+
+
+def test_run_time_config_changes_only_what_counts_while_running(tmp_path):
+    """UPDATE_BROKER_CONFIG sets RUNTIME_KEYS at once (the store's own config too); a key used only at
+    start is refused and nothing in the request is set; a key mqtool does not take is named."""
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        addr, admin = broker.config.broker_addr, Admin(f"127.0.0.1:{ns.port}")
+        try:
+            await admin.set_broker_config(addr, {"maxMessageSize": "1000", "fileReservedTime": "1"})
+            assert broker.store.cfg.maxMessageSize == 1000 and broker.store.cfg.fileReservedTime == 1
+            c = RemotingClient()
+            big = await c.invoke(addr, send_cmd("RtTopic", b"x" * 1001))
+            await c.close()
+            assert big.code == ResponseCode.MESSAGE_ILLEGAL
+            port = broker.config.listenPort
+            with pytest.raises(RemotingCommandError, match="listenPort cannot change while the broker runs"):
+                await admin.set_broker_config(addr, {"listenPort": "1", "fileReservedTime": "5"})
+            assert (broker.config.listenPort, broker.store.cfg.fileReservedTime) == (port, 1)
+            with pytest.raises(RemotingCommandError, match="fileReservedTime must be an integer"):
+                await admin.set_broker_config(addr, {"maxMessageSize": "2000", "fileReservedTime": "x"})
+            assert broker.store.cfg.maxMessageSize == 1000
+            remark = await admin.set_broker_config(addr, {"sendMessageThreadPoolNums": "4"})
+            assert remark.startswith("sendMessageThreadPoolNums ignored: a RocketMQ 4.9.8 key mqtool does not")
+        finally:
+            await admin.close()
+            await broker.stop()
+            await ns.stop()
+    run(scenario())
