@@ -58,6 +58,8 @@ def test_every_key_mqtool_takes_is_used_and_none_is_also_listed_as_not_implement
     unused = [k for k in ours if not re.search(rf"\.{k}\b", sources)]
     assert unused == []
     assert set(ours) & KEYS_4_9_8_NOT_HERE == set()
+    from mqtool.broker.config import RUNTIME_KEYS
+    assert RUNTIME_KEYS <= set(ours)            # each names a key mqtool has
 
 
 def test_refused_key_stops_the_broker_in_one_line(tmp_path):
