@@ -581,6 +581,17 @@ class MessageStore(Dispatch, Replication):
         cq = self.queues.get((topic, queue_id))
         return cq.min_offset if cq else 0
 
+    def in_disk(self, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """checkInDiskByConsumeOffset: the message at `queue_offset` is further behind the commit
+        log's end than accessMessageInMemoryMaxRatio percent of the machine's memory (False when
+        the queue has no such unit)."""
+        cq = self.queues.get((topic, queue_id))
+        units = cq.units(queue_offset, 1) if cq is not None and queue_offset < cq.max_offset else []
+        if not len(units):
+            return False
+        behind = self.commitlog.max_offset - int(units["offset"][0])
+        return behind > total_physical_memory() * self.cfg.accessMessageInMemoryMaxRatio // 100
+
     @property
     def commitlog_min_offset(self) -> int:
         return self.commitlog.min_offset

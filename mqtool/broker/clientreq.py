@@ -66,7 +66,9 @@ async def query_consumer_offset(ctrl, conn, cmd):
     offset = ctrl.offsets.query(h.consumerGroup, h.topic, h.queueId)
     if offset >= 0:
         return cmd.response(ResponseCode.SUCCESS, None, {"offset": offset})
-    if ctrl.store.min_offset(h.topic, h.queueId) <= 0:
+    # A new group starts at 0 while the queue's first message is still in memory (a young queue),
+    # else the client decides (CONSUME_FROM_LAST_OFFSET: the end), as ConsumerManageProcessor does.
+    if ctrl.store.min_offset(h.topic, h.queueId) <= 0 and not ctrl.store.in_disk(h.topic, h.queueId, 0):
         return cmd.response(ResponseCode.SUCCESS, None, {"offset": 0})
     return cmd.response(ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
 
