@@ -157,6 +157,8 @@ class GroupConsumer(Consumer):
     def __init__(self, namesrv: str, group: str, topic: str, expression: str = "*", broadcast: bool = False,
                  start: str = "last", instance: str | None = None, retry_topic: bool = True, credentials=None):
         super().__init__(namesrv, group, instance=instance, credentials=credentials)
+        if start not in ("first", "last"):     # CONSUME_FROM_FIRST_OFFSET / CONSUME_FROM_LAST_OFFSET
+            raise ValueError(f"start must be 'first' or 'last', not {start!r} (start_at picks any other offset)")
         self.topic, self.expression, self.broadcast, self.start_from = topic, expression, broadcast, start
         self.subs = {topic: expression}
         if retry_topic and not broadcast:

@@ -65,3 +65,9 @@ def test_consume_directly_runs_the_listener():
     assert result["consumeResult"] == "CR_THROW_EXCEPTION" and "ZeroDivisionError" in result["remark"]
     assert ask(consumer(), RequestCode.CONSUME_MESSAGE_DIRECTLY, {}, body).code == ResponseCode.SYSTEM_ERROR
     assert decode_record(body).body == b"hello"
+
+
+def test_a_start_that_is_neither_first_nor_last_is_refused():
+    import pytest
+    with pytest.raises(ValueError, match="start must be 'first' or 'last', not 'beginning'"):
+        GroupConsumer("127.0.0.1:1", "G", "T", start="beginning")
