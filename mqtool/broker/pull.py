@@ -50,11 +50,18 @@ async def pull_message(ctrl, conn, cmd):
                             f"[{topic_cfg.readQueueNums}]")
     if h.sysFlag & PULL_SUBSCRIPTION:
         sub = Subscription.parse(h.topic, h.subscription, h.subVersion, h.expressionType or "TAG")
-    else:
-        sub = ctrl.consumers.subscription(h.consumerGroup, h.topic)
+    else:                   # the subscription the group's heartbeats registered (PullMessageProcessor)
+        group = ctrl.consumers.get(h.consumerGroup)
+        if group is None:
+            return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist")
+        if not sub_cfg.consumeBroadcastEnable and group.message_model == "BROADCASTING":
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                f"the consumer group[{h.consumerGroup}] can not consume by broadcast way")
+        sub = group.subscriptions.get(h.topic)
         if sub is None:
-            return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                                f"the consumer's subscription not exist, group: {h.consumerGroup}")
+            return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist")
+        if sub.sub_version < (h.subVersion or 0):
+            return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
     if (sub.expression_type or "TAG").upper() not in ("TAG", ""):
         return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "only TAG expressions are supported")
     matches = None if sub.sub_string == "*" else sub.matches

@@ -1,0 +1,122 @@
+"""4.9.8's rules where a request meets a topic or group: AdminBrokerProcessor's for creating and
+deleting them (not on a slave, not a system topic; a deleted topic's consume queues go with it,
+so the same name created again starts at offset 0), and PullMessageProcessor's for a pull by
+the subscription a group registered."""
+from __future__ import annotations
+
+from mqtool_remoting import jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.transport import RemotingClient
+from tests.broker.test_broker_server import pull_cmd, records, run, send_cmd, start_pair
+
+SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+
+
+def create(topic, queues=1):
+    return RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues, "perm": 6,
+        "topicFilterType": "SINGLE_TAG"})
+
+
+def delete(topic):
+    return RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+
+
+def test_system_topics_are_refused_and_a_deleted_topic_starts_again_at_zero(tmp_path):
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        addr, c = broker.config.broker_addr, RemotingClient()
+        try:
+            for topic in ("SCHEDULE_TOPIC_XXXX", "TBW102", "rmq_sys_anything"):
+                for req in (create(topic), delete(topic)):
+                    resp = await c.invoke(addr, req)
+                    assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR,
+                                                        f"The topic[{topic}] is conflict with system topic.")
+            assert broker.topics.get("SCHEDULE_TOPIC_XXXX") is not None
+            assert (await c.invoke(addr, create("Again"))).code == ResponseCode.SUCCESS
+            for i in range(3):
+                assert (await c.invoke(addr, send_cmd("Again", b"old%d" % i))).code == ResponseCode.SUCCESS
+            assert (await c.invoke(addr, delete("Again"))).code == ResponseCode.SUCCESS
+            assert not (tmp_path / "broker-a" / "consumequeue" / "Again").exists()
+            assert (await c.invoke(addr, create("Again"))).code == ResponseCode.SUCCESS
+            sent = await c.invoke(addr, send_cmd("Again", b"new"))
+            assert sent.ext_fields["queueOffset"] == "0"
+            got = records((await c.invoke(addr, pull_cmd("Again"))).body)
+            assert [r.body for r in got] == [b"new"]
+        finally:
+            await c.close()
+            await broker.stop()
+            await ns.stop()
+    run(scenario())
+
+
+def test_a_slave_refuses_topic_and_group_changes(tmp_path):
+    async def scenario():
+        ns, broker = await start_pair(tmp_path, name="broker-s", brokerRole="SLAVE", brokerId=1)
+        addr, c = broker.config.broker_addr, RemotingClient()
+        group = jsonbody.dumps({"groupName": "G_ON_SLAVE"})
+        try:
+            for req in (create("OnSlave"), delete("OnSlave"),
+                        RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, group),
+                        RemotingCommand.request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "G_ON_SLAVE"})):
+                resp = await c.invoke(addr, req)
+                assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+            assert broker.topics.get("OnSlave") is None and "G_ON_SLAVE" not in broker.groups.table
+        finally:
+            await c.close()
+            await broker.stop()
+            await ns.stop()
+    run(scenario())
+
+
+def _heartbeat(group: str, topic: str, model: str, sub_version: int) -> RemotingCommand:
+    body = {"clientID": "127.0.0.1@rules", "producerDataSet": [], "consumerDataSet": [{
+        "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": model,
+        "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "unitMode": False,
+        "subscriptionDataSet": [{"topic": topic, "subString": "*", "tagsSet": [], "codeSet": [],
+                                 "subVersion": sub_version, "expressionType": "TAG", "classFilterMode": False}]}]}
+    return RemotingCommand.request(RequestCode.HEART_BEAT, {}, jsonbody.dumps(body), language="JAVA")
+
+
+def _pull_registered(group: str, topic: str, sub_version: int) -> RemotingCommand:
+    """A pull without the subscription flag: the broker uses what the group's heartbeats registered."""
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": group, "topic": topic, "queueId": 0, "queueOffset": 0, "maxMsgNums": 32, "sysFlag": 0,
+        "commitOffset": 0, "suspendTimeoutMillis": 0, "subVersion": sub_version})
+
+
+def test_pulls_by_registered_subscription_follow_the_group(tmp_path):
+    """PullMessageProcessor without the subscription flag: no heartbeat yet, a broadcast group whose
+    config has consumeBroadcastEnable=false, a topic the group does not subscribe, an older
+    subscription than the client's: each is refused with 4.9.8's code."""
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        addr, c = broker.config.broker_addr, RemotingClient()
+        try:
+            assert (await c.invoke(addr, create("Pulled"))).code == ResponseCode.SUCCESS
+            assert (await c.invoke(addr, send_cmd("Pulled", b"m"))).code == ResponseCode.SUCCESS
+            no_group = await c.invoke(addr, _pull_registered("G_RULES", "Pulled", 1))
+            assert (no_group.code, no_group.remark) == (ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                                        "the consumer's group info not exist")
+            body = jsonbody.dumps({"groupName": "G_NO_BROADCAST", "consumeBroadcastEnable": False})
+            assert (await c.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                                                                 {}, body))).code == ResponseCode.SUCCESS
+            assert (await c.invoke(addr, _heartbeat("G_NO_BROADCAST", "Pulled", "BROADCASTING", 1))).code == 0
+            denied = await c.invoke(addr, _pull_registered("G_NO_BROADCAST", "Pulled", 1))
+            assert (denied.code, denied.remark) == (ResponseCode.NO_PERMISSION,
+                                                    "the consumer group[G_NO_BROADCAST] can not consume by broadcast way")
+            assert (await c.invoke(addr, _heartbeat("G_RULES", "Pulled", "CLUSTERING", 5))).code == 0
+            assert (await c.invoke(addr, create("Elsewhere"))).code == ResponseCode.SUCCESS
+            other = await c.invoke(addr, _pull_registered("G_RULES", "Elsewhere", 5))
+            assert other.code == ResponseCode.SUBSCRIPTION_NOT_EXIST
+            newer = await c.invoke(addr, _pull_registered("G_RULES", "Pulled", 6))
+            assert (newer.code, newer.remark) == (ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                                                  "the consumer's subscription not latest")
+            ok = await c.invoke(addr, _pull_registered("G_RULES", "Pulled", 5))
+            assert ok.code == ResponseCode.SUCCESS and [r.body for r in records(ok.body)] == [b"m"]
+        finally:
+            await c.close()
+            await broker.stop()
+            await ns.stop()
+    run(scenario())
