@@ -32,6 +32,7 @@ class MQVersion(IntEnum):
 
 VERSION_V4_9_4 = int(MQVersion.V4_9_4)
 VERSION_V4_9_8 = int(MQVersion.V4_9_8)
+VERSION_V3_4_9 = int(MQVersion.V3_4_9)
 
 
 class SerializeType(IntEnum):

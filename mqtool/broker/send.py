@@ -8,7 +8,7 @@ import time
 from mqtool.broker.messages import apply_delay, to_half
 from mqtool_remoting.batch import BatchFormatError, decode_batch, merge_batch_properties
 from mqtool.broker.topics import NOT_ALLOWED_SEND_TOPICS, check_topic_name
-from mqtool_remoting.codes import RPC_TYPE, VERSION_V4_9_8, RequestCode, ResponseCode, SerializeType
+from mqtool_remoting.codes import RPC_TYPE, VERSION_V3_4_9, VERSION_V4_9_8, RequestCode, ResponseCode, SerializeType
 from mqtool_remoting.command import HeaderTemplate, RemotingCommand
 from mqtool_remoting.errors import RemotingError
 from mqtool_remoting.headers import (ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, from_ext_fields,
@@ -27,7 +27,6 @@ PUT_CODES = {
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
-VERSION_V3_4_9 = 121
 PERM_WRITE = int(Perm.PERM_WRITE)     # an int: `int & IntFlag` goes through enum's Python code
 SLAVE_REMARK = "message store is slave mode, so putMessage is forbidden"
 
@@ -123,7 +122,7 @@ async def send_message(ctrl, conn, cmd):
         group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
         sub = ctrl.groups.find(group)
         max_times = sub.retryMaxTimes if sub else 16
-        if h.maxReconsumeTimes is not None and cmd.version > VERSION_V3_4_9:
+        if h.maxReconsumeTimes is not None and cmd.version >= VERSION_V3_4_9:
             max_times = h.maxReconsumeTimes
         if reconsume >= max_times:
             topic = DLQ_GROUP_TOPIC_PREFIX + group
@@ -200,13 +199,15 @@ async def send_back(ctrl, conn, cmd):
         return cmd.response(ResponseCode.SUCCESS)
     retry_topic = RETRY_GROUP_TOPIC_PREFIX + h.group
     cfg = ctrl.topics.create_system(retry_topic, sub.retryQueueNums)
+    if not cfg.perm & PERM_WRITE:
+        return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{retry_topic}] sending message is forbidden")
     orig = ctrl.store.read(h.offset)
     if orig is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
     props = dict(orig.properties)
     props.setdefault(Prop.RETRY_TOPIC, orig.topic)
     max_times = sub.retryMaxTimes
-    if h.maxReconsumeTimes is not None and cmd.version > VERSION_V3_4_9:
+    if h.maxReconsumeTimes is not None and cmd.version >= VERSION_V3_4_9:
         max_times = h.maxReconsumeTimes
     topic, queue_id = retry_topic, random.randrange(cfg.writeQueueNums or 1)
     if orig.reconsume_times >= max_times or h.delayLevel < 0:

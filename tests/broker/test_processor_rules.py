@@ -120,3 +120,38 @@ def test_pulls_by_registered_subscription_follow_the_group(tmp_path):
             await broker.stop()
             await ns.stop()
     run(scenario())
+
+
+def test_send_back_from_v3_4_9_on_honours_max_reconsume_times_and_the_retry_topic_perm(tmp_path):
+    """CONSUMER_SEND_MSG_BACK: a client of V3_4_9 (ordinal 121) or later has its maxReconsumeTimes
+    counted (0 here: straight to the DLQ), an older one gets the group's retryMaxTimes (16: a
+    retry); a retry topic without the write bit refuses it (SendMessageProcessor)."""
+    def back(offset: int, group: str, version: int) -> RemotingCommand:
+        cmd = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+            "offset": offset, "group": group, "delayLevel": 0, "originMsgId": "", "originTopic": "Backed",
+            "unitMode": False, "maxReconsumeTimes": 0})
+        cmd.version = version
+        return cmd
+
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        addr, c = broker.config.broker_addr, RemotingClient()
+        try:
+            assert (await c.invoke(addr, create("Backed"))).code == ResponseCode.SUCCESS
+            sent = await c.invoke(addr, send_cmd("Backed", b"m"))
+            offset = int(sent.ext_fields["msgId"][-16:], 16)
+            assert (await c.invoke(addr, back(offset, "G_BACK", 121))).code == ResponseCode.SUCCESS
+            assert (await c.invoke(addr, back(offset, "G_OLD", 120))).code == ResponseCode.SUCCESS
+            broker.store.drain_dispatch()
+            assert broker.store.max_offset("%DLQ%G_BACK", 0) == 1 and broker.store.max_offset("%DLQ%G_OLD", 0) == 0
+            assert broker.store.max_offset("SCHEDULE_TOPIC_XXXX", 2) == 1      # G_OLD's retry, delay level 3
+            assert (await c.invoke(addr, create("%RETRY%G_READONLY"))).code == ResponseCode.SUCCESS
+            broker.topics.get("%RETRY%G_READONLY").perm = 4
+            refused = await c.invoke(addr, back(offset, "G_READONLY", 409))
+            assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION,
+                                                      "the topic[%RETRY%G_READONLY] sending message is forbidden")
+        finally:
+            await c.close()
+            await broker.stop()
+            await ns.stop()
+    run(scenario())
