@@ -118,16 +118,19 @@ async def send_message(ctrl, conn, cmd):
     props = parse_properties(h.properties or "")
     topic = h.topic
     reconsume = h.reconsumeTimes or 0
-    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):        # handleRetryAndDLQ
         group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
         sub = ctrl.groups.find(group)
-        max_times = sub.retryMaxTimes if sub else 16
+        if sub is None:
+            return _reply(cmd, ctrl, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
+        max_times = sub.retryMaxTimes
         if h.maxReconsumeTimes is not None and cmd.version >= VERSION_V3_4_9:
             max_times = h.maxReconsumeTimes
         if reconsume >= max_times:
             topic = DLQ_GROUP_TOPIC_PREFIX + group
             ctrl.topics.create_system(topic, 1, int(Perm.PERM_WRITE | Perm.PERM_READ))
             queue_id = 0
+            props[Prop.DELAY] = "0"                         # setDelayTimeLevel(0): never delayed
     props.pop(Prop.WAIT, None) if props.get(Prop.WAIT) == "true" else None
     props[Prop.CLUSTER] = ctrl.config.brokerClusterName
     msg = Message(topic, queue_id, cmd.body, props, format_properties(props), h.flag, sys_flag,
@@ -144,7 +147,9 @@ async def send_message(ctrl, conn, cmd):
 
 async def _send_batch(ctrl, cmd, h, queue_id, sys_flag, born):
     outer = h.properties or ""
-    if "DELAY\x01" in outer or (sys_flag & TRANSACTION_TYPE_MASK):
+    delay = parse_properties(outer).get(Prop.DELAY, "0") if "DELAY\x01" in outer else "0"
+    if (delay.strip().lstrip("-").isdigit() and int(delay) > 0) or (sys_flag & TRANSACTION_TYPE_MASK):
+        # CommitLog.asyncPutMessages: a delay level above 0 or a transaction flag is refused
         return _reply(cmd, ctrl, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed or transactional")
     try:
         entries = decode_batch(cmd.body)

@@ -155,3 +155,46 @@ def test_send_back_from_v3_4_9_on_honours_max_reconsume_times_and_the_retry_topi
             await broker.stop()
             await ns.stop()
     run(scenario())
+
+
+def test_retry_topic_sends_and_batch_delays_as_4_9_8(tmp_path):
+    """handleRetryAndDLQ: a send to %RETRY%G past the group's retries goes to %DLQ%G at once (DELAY
+    set to 0), and a group that does not exist (no auto-creation) is SUBSCRIPTION_GROUP_NOT_EXIST;
+    a batch is refused only for a delay level above 0 (asyncPutMessages)."""
+    from mqtool_remoting.batch import encode_batch
+    from mqtool_store.commitlog import decode_record
+
+    def retry_send(topic, props, reconsume):
+        cmd = send_cmd(topic, b"again", props)
+        cmd.ext_fields["j"] = str(reconsume)          # reconsumeTimes
+        cmd.ext_fields["l"] = "2"                     # maxReconsumeTimes
+        return cmd
+
+    async def scenario():
+        ns, broker = await start_pair(tmp_path, autoCreateSubscriptionGroup=False)
+        addr, c = broker.config.broker_addr, RemotingClient()
+        try:
+            body = jsonbody.dumps({"groupName": "G_DLQ"})
+            assert (await c.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                                                                 {}, body))).code == ResponseCode.SUCCESS
+            assert (await c.invoke(addr, create("%RETRY%G_DLQ"))).code == ResponseCode.SUCCESS
+            assert (await c.invoke(addr, create("%RETRY%G_NONE"))).code == ResponseCode.SUCCESS
+            dead = await c.invoke(addr, retry_send("%RETRY%G_DLQ", "DELAY\x013\x02KEYS\x01d", 2))
+            assert dead.code == ResponseCode.SUCCESS
+            broker.store.drain_dispatch()
+            assert broker.store.max_offset("%DLQ%G_DLQ", 0) == 1                 # not via the schedule topic
+            rec = decode_record(broker.store.get("%DLQ%G_DLQ", 0, 0, 1).messages[0], 0)
+            assert rec.properties["DELAY"] == "0" and rec.body == b"again"
+            none = await c.invoke(addr, retry_send("%RETRY%G_NONE", "KEYS\x01n", 0))
+            assert none.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+            batch = encode_batch([(0, b"b", "KEYS\x01b")])
+            zero = await c.invoke(addr, send_cmd("BatchDelay", batch, "DELAY\x010", batch=True,
+                                                 code=RequestCode.SEND_BATCH_MESSAGE))
+            delayed = await c.invoke(addr, send_cmd("BatchDelay", batch, "DELAY\x012", batch=True,
+                                                    code=RequestCode.SEND_BATCH_MESSAGE))
+            assert (zero.code, delayed.code) == (ResponseCode.SUCCESS, ResponseCode.MESSAGE_ILLEGAL)
+        finally:
+            await c.close()
+            await broker.stop()
+            await ns.stop()
+    run(scenario())
