@@ -5,6 +5,7 @@ when it is not writeable, pulls when it is not readable."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -13,8 +14,7 @@ from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingCommandError
-from mqtool_remoting.transport import RemotingClient
-from tests.broker.test_broker_server import pull_cmd, run, send_cmd, start_pair
+from tests.broker.test_broker_server import pull_cmd, run, running_pair, send_cmd
 
 
 async def route_perms(c, ns_addr, topic) -> list[int]:
@@ -31,12 +31,21 @@ async def until_perms(c, ns_addr, topic, want, timeout=10.0):
     return True
 
 
+@contextlib.asynccontextmanager
+async def with_admin(tmp_path, **cfg):
+    """running_pair, and an Admin on its name server."""
+    async with running_pair(tmp_path, **cfg) as (ns, broker, c):
+        admin = Admin(f"127.0.0.1:{ns.port}")
+        try:
+            yield broker, c, admin, f"127.0.0.1:{ns.port}"
+        finally:
+            await admin.close()
+
+
 def test_broker_permission_at_run_time(tmp_path):
     async def scenario():
-        ns, broker = await start_pair(tmp_path)
-        addr, ns_addr = broker.config.broker_addr, f"127.0.0.1:{ns.port}"
-        c, admin = RemotingClient(), Admin(ns_addr)
-        try:
+        async with with_admin(tmp_path) as (broker, c, admin, ns_addr):
+            addr = broker.config.broker_addr
             await admin.create_topic("PermPlain", 2, 2, 6)
             await admin.create_topic("PermOrdered", 2, 2, 6, order=True)
             assert (await c.invoke(addr, send_cmd("PermOrdered"))).code == ResponseCode.SUCCESS
@@ -67,42 +76,26 @@ def test_broker_permission_at_run_time(tmp_path):
             assert await until_perms(c, ns_addr, "PermPlain", [4])
             assert await route_perms(c, ns_addr, "PermOrdered") == [6]
             assert (await c.invoke(addr, pull_cmd("PermOrdered"))).code == ResponseCode.SUCCESS
-        finally:
-            await admin.close()
-            await c.close()
-            await broker.stop()
-            await ns.stop()
     run(scenario())
 
 
 def test_broker_permission_from_broker_conf(tmp_path):
     async def scenario():
-        ns, broker = await start_pair(tmp_path, brokerPermission=4)
-        c, admin = RemotingClient(), Admin(f"127.0.0.1:{ns.port}")
-        try:
+        async with with_admin(tmp_path, brokerPermission=4) as (_broker, c, admin, ns_addr):
             await admin.create_topic("ConfPerm", 1, 1, 6)
-            assert await until_perms(c, f"127.0.0.1:{ns.port}", "ConfPerm", [4])
-        finally:
-            await admin.close()
-            await c.close()
-            await broker.stop()
-            await ns.stop()
+            assert await until_perms(c, ns_addr, "ConfPerm", [4])
     run(scenario())
-
 
 
 def test_run_time_config_changes_only_what_counts_while_running(tmp_path):
     """UPDATE_BROKER_CONFIG sets RUNTIME_KEYS at once (the store's own config too); a key used only at
     start is refused and nothing in the request is set; a key mqtool does not take is named."""
     async def scenario():
-        ns, broker = await start_pair(tmp_path)
-        addr, admin = broker.config.broker_addr, Admin(f"127.0.0.1:{ns.port}")
-        try:
+        async with with_admin(tmp_path) as (broker, c, admin, ns_addr):
+            addr = broker.config.broker_addr
             await admin.set_broker_config(addr, {"maxMessageSize": "1000", "fileReservedTime": "1"})
             assert broker.store.cfg.maxMessageSize == 1000 and broker.store.cfg.fileReservedTime == 1
-            c = RemotingClient()
             big = await c.invoke(addr, send_cmd("RtTopic", b"x" * 1001))
-            await c.close()
             assert big.code == ResponseCode.MESSAGE_ILLEGAL
             port = broker.config.listenPort
             with pytest.raises(RemotingCommandError, match="listenPort cannot change while the broker runs"):
@@ -113,8 +106,4 @@ def test_run_time_config_changes_only_what_counts_while_running(tmp_path):
             assert broker.store.cfg.maxMessageSize == 1000
             remark = await admin.set_broker_config(addr, {"sendMessageThreadPoolNums": "4"})
             assert remark.startswith("sendMessageThreadPoolNums ignored: a RocketMQ 4.9.8 key mqtool does not")
-        finally:
-            await admin.close()
-            await broker.stop()
-            await ns.stop()
     run(scenario())

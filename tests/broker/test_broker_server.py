@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -49,6 +50,19 @@ async def start_pair(tmp_path, name="broker-a", **cfg):
     broker = await BrokerController(config, {"mappedFileSizeCommitLog": str(1 << 20),
                                              "mappedFileSizeConsumeQueue": "6000"}).start("127.0.0.1")
     return ns, broker
+
+
+@contextlib.asynccontextmanager
+async def running_pair(tmp_path, name="broker-a", **cfg):
+    """(name server, broker, a client) for one scenario, all stopped after it."""
+    ns, broker = await start_pair(tmp_path, name, **cfg)
+    client = RemotingClient()
+    try:
+        yield ns, broker, client
+    finally:
+        await client.close()
+        await broker.stop()
+        await ns.stop()
 
 
 def run(coro):

@@ -7,8 +7,7 @@ from __future__ import annotations
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
-from mqtool_remoting.transport import RemotingClient
-from tests.broker.test_broker_server import pull_cmd, records, run, send_cmd, start_pair
+from tests.broker.test_broker_server import pull_cmd, records, run, running_pair, send_cmd
 
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 
@@ -25,9 +24,8 @@ def delete(topic):
 
 def test_system_topics_are_refused_and_a_deleted_topic_starts_again_at_zero(tmp_path):
     async def scenario():
-        ns, broker = await start_pair(tmp_path)
-        addr, c = broker.config.broker_addr, RemotingClient()
-        try:
+        async with running_pair(tmp_path) as (ns, broker, c):
+            addr = broker.config.broker_addr
             for topic in ("SCHEDULE_TOPIC_XXXX", "TBW102", "rmq_sys_anything"):
                 for req in (create(topic), delete(topic)):
                     resp = await c.invoke(addr, req)
@@ -44,29 +42,20 @@ def test_system_topics_are_refused_and_a_deleted_topic_starts_again_at_zero(tmp_
             assert sent.ext_fields["queueOffset"] == "0"
             got = records((await c.invoke(addr, pull_cmd("Again"))).body)
             assert [r.body for r in got] == [b"new"]
-        finally:
-            await c.close()
-            await broker.stop()
-            await ns.stop()
     run(scenario())
 
 
 def test_a_slave_refuses_topic_and_group_changes(tmp_path):
     async def scenario():
-        ns, broker = await start_pair(tmp_path, name="broker-s", brokerRole="SLAVE", brokerId=1)
-        addr, c = broker.config.broker_addr, RemotingClient()
-        group = jsonbody.dumps({"groupName": "G_ON_SLAVE"})
-        try:
+        async with running_pair(tmp_path, name="broker-s", brokerRole="SLAVE", brokerId=1) as (ns, broker, c):
+            addr = broker.config.broker_addr
+            group = jsonbody.dumps({"groupName": "G_ON_SLAVE"})
             for req in (create("OnSlave"), delete("OnSlave"),
                         RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, group),
                         RemotingCommand.request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "G_ON_SLAVE"})):
                 resp = await c.invoke(addr, req)
                 assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
             assert broker.topics.get("OnSlave") is None and "G_ON_SLAVE" not in broker.groups.table
-        finally:
-            await c.close()
-            await broker.stop()
-            await ns.stop()
     run(scenario())
 
 
@@ -91,9 +80,8 @@ def test_pulls_by_registered_subscription_follow_the_group(tmp_path):
     config has consumeBroadcastEnable=false, a topic the group does not subscribe, an older
     subscription than the client's: each is refused with 4.9.8's code."""
     async def scenario():
-        ns, broker = await start_pair(tmp_path)
-        addr, c = broker.config.broker_addr, RemotingClient()
-        try:
+        async with running_pair(tmp_path) as (ns, broker, c):
+            addr = broker.config.broker_addr
             assert (await c.invoke(addr, create("Pulled"))).code == ResponseCode.SUCCESS
             assert (await c.invoke(addr, send_cmd("Pulled", b"m"))).code == ResponseCode.SUCCESS
             no_group = await c.invoke(addr, _pull_registered("G_RULES", "Pulled", 1))
@@ -115,10 +103,6 @@ def test_pulls_by_registered_subscription_follow_the_group(tmp_path):
                                                   "the consumer's subscription not latest")
             ok = await c.invoke(addr, _pull_registered("G_RULES", "Pulled", 5))
             assert ok.code == ResponseCode.SUCCESS and [r.body for r in records(ok.body)] == [b"m"]
-        finally:
-            await c.close()
-            await broker.stop()
-            await ns.stop()
     run(scenario())
 
 
@@ -134,9 +118,8 @@ def test_send_back_from_v3_4_9_on_honours_max_reconsume_times_and_the_retry_topi
         return cmd
 
     async def scenario():
-        ns, broker = await start_pair(tmp_path)
-        addr, c = broker.config.broker_addr, RemotingClient()
-        try:
+        async with running_pair(tmp_path) as (ns, broker, c):
+            addr = broker.config.broker_addr
             assert (await c.invoke(addr, create("Backed"))).code == ResponseCode.SUCCESS
             sent = await c.invoke(addr, send_cmd("Backed", b"m"))
             offset = int(sent.ext_fields["msgId"][-16:], 16)
@@ -150,10 +133,6 @@ def test_send_back_from_v3_4_9_on_honours_max_reconsume_times_and_the_retry_topi
             refused = await c.invoke(addr, back(offset, "G_READONLY", 409))
             assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION,
                                                       "the topic[%RETRY%G_READONLY] sending message is forbidden")
-        finally:
-            await c.close()
-            await broker.stop()
-            await ns.stop()
     run(scenario())
 
 
@@ -171,9 +150,8 @@ def test_retry_topic_sends_and_batch_delays_as_4_9_8(tmp_path):
         return cmd
 
     async def scenario():
-        ns, broker = await start_pair(tmp_path, autoCreateSubscriptionGroup=False)
-        addr, c = broker.config.broker_addr, RemotingClient()
-        try:
+        async with running_pair(tmp_path, autoCreateSubscriptionGroup=False) as (ns, broker, c):
+            addr = broker.config.broker_addr
             body = jsonbody.dumps({"groupName": "G_DLQ"})
             assert (await c.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                                                                  {}, body))).code == ResponseCode.SUCCESS
@@ -193,8 +171,4 @@ def test_retry_topic_sends_and_batch_delays_as_4_9_8(tmp_path):
             delayed = await c.invoke(addr, send_cmd("BatchDelay", batch, "DELAY\x012", batch=True,
                                                     code=RequestCode.SEND_BATCH_MESSAGE))
             assert (zero.code, delayed.code) == (ResponseCode.SUCCESS, ResponseCode.MESSAGE_ILLEGAL)
-        finally:
-            await c.close()
-            await broker.stop()
-            await ns.stop()
     run(scenario())
