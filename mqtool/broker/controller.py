@@ -15,13 +15,13 @@ from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
 from mqtool.broker.config import RUNTIME_KEYS, BrokerConfig, apply_properties
 from mqtool.broker.flushwait import FlushWaiters
-from mqtool.common.javakeys import check_keys
 from mqtool.broker.offsets import ConsumerOffsetManager
 from mqtool.broker.pullhold import PullHoldService
 from mqtool.broker.schedule import ScheduleService
 from mqtool.broker.stats import BrokerStats, timed_put
 from mqtool.broker.subscriptions import SubscriptionGroupManager
 from mqtool.broker.topics import PERM_RW, TopicConfig, TopicConfigManager
+from mqtool.common.javakeys import check_keys
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
@@ -108,6 +108,9 @@ class BrokerController:
         self.config = config
         self.notes: list[str] = []        # one-line warnings for whoever started the broker
         check_role(config, self.notes)
+        if "," in config.storePathCommitLog:      # MessageStoreConfig.MULTI_PATH_SPLITTER
+            raise ValueError(f"storePathCommitLog={config.storePathCommitLog}: a commit log over several directories "
+                             "(a multi-path commit log) is not implemented in mqtool")
         self.acl = self._init_acl(rocketmq_home or config.rocketmqHome or os.environ.get("ROCKETMQ_HOME"))
         self.store_config = MessageStoreConfig(storePathRootDir=config.storePathRootDir,
                                                storePathCommitLog=config.storePathCommitLog,

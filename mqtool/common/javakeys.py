@@ -7,8 +7,9 @@ word, so a typo in broker.conf goes unnoticed there. mqtool takes the keys its o
 (mqtool/broker/config.py, store/storeconfig.py) and, for every other key, says in one line which
 of three it is:
 
-* a 4.9.8 key that would change what the broker stores or how it replicates when set to true:
-  refused (the broker does not start), since going on would claim a feature it does not perform;
+* a 4.9.8 key that would change what the broker stores or how it replicates when set to true, or
+  would name data for it to serve: refused (the broker does not start), since going on would claim
+  a feature it does not perform;
 * a 4.9.8 key mqtool does not implement: ignored, with the reason when it is a known kind (thread
   pools, Netty buffers, ...);
 * not a 4.9.8 broker key at all: ignored, with the nearest real key when one is close (a typo).
@@ -24,6 +25,11 @@ REFUSED_WHEN_TRUE = {
     "enableLmq": "light message queues are not implemented",
     "enableMultiDispatch": "dispatching a message to several light message queues is not implemented",
     "duplicationEnable": "dispatching only up to a confirmed offset set by an outside replicator is not implemented",
+}
+
+# Set to anything, these name data the broker would serve: refused rather than left unserved.
+REFUSED_WHEN_SET = {
+    "readOnlyCommitLogStorePaths": "read-only commit log directories (a multi-path commit log) are not implemented",
 }
 
 # The 4.9.8 keys mqtool does not implement, by kind: (keys, why they change nothing here).
@@ -66,7 +72,7 @@ NOT_IMPLEMENTED = [
     ("""enableScheduleAsyncDeliver scheduleAsyncDeliverMaxPendingLimit scheduleAsyncDeliverMaxResendNum2Blocked
         enableScheduleMessageStats maxDelayTime""",
      "delayed messages are delivered by one task on the broker's event loop"),
-    ("""maxLmqConsumeQueueNum readOnlyCommitLogStorePaths messageStorePlugIn putMsgIndexHightWater
+    ("""maxLmqConsumeQueueNum messageStorePlugIn putMsgIndexHightWater
         maxTransferBytesOnMessageInDisk maxTransferCountOnMessageInDisk
         disableConsumeIfConsumerReadSlowly consumerFallbehindThreshold diskFallRecorded""",
      "not implemented"),
@@ -77,7 +83,7 @@ NOT_IMPLEMENTED = [
 ]
 
 _WHY = {key: why for keys, why in NOT_IMPLEMENTED for key in keys.split()}
-KEYS_4_9_8_NOT_HERE = frozenset(_WHY) | frozenset(REFUSED_WHEN_TRUE)
+KEYS_4_9_8_NOT_HERE = frozenset(_WHY) | frozenset(REFUSED_WHEN_TRUE) | frozenset(REFUSED_WHEN_SET)
 
 # namesrv.conf (NamesrvStartup: NamesrvConfig and NettyServerConfig): the keys mqtool's name server
 # does not take. It takes listenPort, kvConfigPath, orderMessageEnable, clusterTest, productEnvName.
@@ -100,6 +106,8 @@ def check_keys(unknown: dict[str, str], known: list[str], server: str = "broker"
     for key, value in sorted(unknown.items()):
         if key in REFUSED_WHEN_TRUE and key in not_here and str(value).strip().lower() == "true":
             raise ValueError(f"{key}=true: {REFUSED_WHEN_TRUE[key]} in mqtool")
+        if key in REFUSED_WHEN_SET and key in not_here and str(value).strip():
+            raise ValueError(f"{key}={value}: {REFUSED_WHEN_SET[key]} in mqtool")
     notes = []
     for key in sorted(unknown):
         if key in not_here:

@@ -67,4 +67,13 @@ def test_refused_key_stops_the_broker_in_one_line(tmp_path):
     cfg = BrokerConfig(brokerName="b", listenPort=0, storePathRootDir=str(tmp_path / "s"))
     with pytest.raises(ValueError, match="enableLmq=true"):
         BrokerController(cfg, {"enableLmq": "true"})
+    with pytest.raises(ValueError, match="readOnlyCommitLogStorePaths=/old: read-only commit log directories"):
+        BrokerController(cfg, {"readOnlyCommitLogStorePaths": "/old"})
+    empty = BrokerController(cfg, {"readOnlyCommitLogStorePaths": ""})                # empty: nothing to serve
+    assert empty.notes == ["readOnlyCommitLogStorePaths ignored: a RocketMQ 4.9.8 key mqtool does not implement "
+                           "(not implemented)"]
+    multi = BrokerConfig(brokerName="b", listenPort=0, storePathRootDir=str(tmp_path / "s"),
+                         storePathCommitLog=f"{tmp_path}/a,{tmp_path}/b")
+    with pytest.raises(ValueError, match="multi-path commit log"):
+        BrokerController(multi, {})
     assert not (tmp_path / "s" / "commitlog").exists()          # refused before the store opened
