@@ -119,6 +119,11 @@ class BrokerController:
                                                maxMessageSize=config.maxMessageSize)
         unknown = apply_store_properties(self.store_config, store_props or {})
         self.notes += check_keys(unknown, [*STORE_KEYS, *(f.name for f in dataclasses.fields(config))])
+        hours = [h.strip() for h in self.store_config.deleteWhen.split(";")]
+        if not all(h.isdigit() and int(h) < 24 for h in hours):       # UtilAll.isItTimeToDo skips them
+            self.notes.append(f"deleteWhen={self.store_config.deleteWhen}: not hours 0-23 separated by ';' "
+                              "(those parts never match): expired files are deleted only at the other hours "
+                              "or when the disk is full")
         if "haListenPort" in (store_props or {}) and self.store_config.haListenPort != config.listenPort + 1:
             self.notes.append(f"haListenPort {self.store_config.haListenPort} ignored: the HA port is always "
                               f"listenPort + 1 ({config.listenPort + 1}), as RocketMQ's BrokerStartup sets it")

@@ -77,3 +77,12 @@ def test_refused_key_stops_the_broker_in_one_line(tmp_path):
     with pytest.raises(ValueError, match="multi-path commit log"):
         BrokerController(multi, {})
     assert not (tmp_path / "s" / "commitlog").exists()          # refused before the store opened
+
+
+def test_a_delete_hour_that_never_matches_is_said(tmp_path):
+    from mqtool.broker.controller import BrokerController
+    cfg = BrokerConfig(brokerName="b", listenPort=0, storePathRootDir=str(tmp_path / "s"))
+    assert BrokerController(cfg, {"deleteWhen": "04;16"}).notes == []
+    notes = BrokerController(cfg, {"deleteWhen": "4am"}).notes
+    assert notes == ["deleteWhen=4am: not hours 0-23 separated by ';' (those parts never match): expired files "
+                     "are deleted only at the other hours or when the disk is full"]
