@@ -108,6 +108,10 @@ class BrokerController:
         self.config = config
         self.notes: list[str] = []        # one-line warnings for whoever started the broker
         check_role(config, self.notes)
+        for addr in config.namesrv_addrs:         # a malformed one would be retried forever, in vain
+            host, sep, port = addr.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"namesrvAddr: {addr!r} is not HOST:PORT")
         if "," in config.storePathCommitLog:      # MessageStoreConfig.MULTI_PATH_SPLITTER
             raise ValueError(f"storePathCommitLog={config.storePathCommitLog}: a commit log over several directories "
                              "(a multi-path commit log) is not implemented in mqtool")

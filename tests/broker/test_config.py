@@ -86,3 +86,11 @@ def test_a_delete_hour_that_never_matches_is_said(tmp_path):
     notes = BrokerController(cfg, {"deleteWhen": "4am"}).notes
     assert notes == ["deleteWhen=4am: not hours 0-23 separated by ';' (those parts never match): expired files "
                      "are deleted only at the other hours or when the disk is full"]
+
+
+def test_a_malformed_name_server_address_is_refused(tmp_path):
+    from mqtool.broker.controller import BrokerController
+    for addr in ("nonsense", "host:", ":9876", "host:99999", "127.0.0.1:9876;oops"):
+        cfg = BrokerConfig(brokerName="b", listenPort=0, storePathRootDir=str(tmp_path / "s"), namesrvAddr=addr)
+        with pytest.raises(ValueError, match="namesrvAddr: '.*' is not HOST:PORT"):
+            BrokerController(cfg, {})
