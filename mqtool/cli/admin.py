@@ -439,6 +439,8 @@ def message_print(topic: Annotated[str, typer.Option("-t", "--topic")],
                   queue: Annotated[int, typer.Option("-q", "--queue")],
                   begin: Annotated[int, typer.Option("--begin-offset", min=0)] = 0,
                   end: Annotated[Optional[int], typer.Option("--end-offset", min=0, help="Exclusive.")] = None,
+                  broker: Annotated[Optional[str], typer.Option(
+                      "-b", "--broker", help="Broker name: needed when several brokers have the queue.")] = None,
                   namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """Messages of one queue by queue-offset range (mqadmin printMsgByQueue)."""
     import asyncio
@@ -447,9 +449,14 @@ def message_print(topic: Annotated[str, typer.Option("-t", "--topic")],
     async def go():
         c = Consumer(namesrv, "CID_MQTOOL_PRINT")
         try:
-            mq = next((q for q in await c.queues(topic) if q.queue_id == queue), None)
-            if mq is None:
-                raise UsageError(f"topic {topic} has no queue {queue}")
+            found = [q for q in await c.queues(topic) if q.queue_id == queue and broker in (None, q.broker_name)]
+            if not found:
+                on = f" on broker {broker}" if broker else ""
+                raise UsageError(f"topic {topic} has no queue {queue}{on}")
+            if len(found) > 1:
+                raise UsageError(f"topic {topic} has queue {queue} on brokers {', '.join(q.broker_name for q in found)}:"
+                                 " pass -b BROKER_NAME")
+            mq = found[0]
             stop = end if end is not None else await c.max_offset(mq)
             rows, off = [], begin
             while off < stop:

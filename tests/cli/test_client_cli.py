@@ -130,6 +130,12 @@ def test_group_config_kv_perm_and_print_commands(cluster):
     printed = json_lines(run_cli("message", "print", "-n", ns, "-t", "PrintTopic", "-q", "0", "--begin-offset", "1",
                                  "--end-offset", "3", "--json", check=True).stdout)
     assert [p["body"] for p in printed] == ["p1", "p2"] and printed[0]["msg_id"] == sent[1]["msg_id"]
+    named = json_lines(run_cli("message", "print", "-n", ns, "-t", "PrintTopic", "-q", "0", "-b", "broker-a",
+                               "--json", check=True).stdout)
+    assert [p["body"] for p in named] == ["p0", "p1", "p2", "p3"]
+    elsewhere = run_cli("message", "print", "-n", ns, "-t", "PrintTopic", "-q", "0", "-b", "broker-z")
+    assert (elsewhere.returncode, elsewhere.stderr) == (2, "mqtool: error: topic PrintTopic has no queue 0 on "
+                                                           "broker broker-z\n")
     reset = json_lines(run_cli("group", "reset-offset", "-n", ns, "-g", "ADMIN_G", "-t", "PrintTopic",
                                "--to-time", "0", "--json", check=True).stdout)
     assert reset == [{"topic": "PrintTopic", "broker": "broker-a", "queue_id": 0, "offset": 0, "pushed": False}]
