@@ -26,7 +26,8 @@ def send(
     keys: Annotated[Optional[str], typer.Option("--keys", "-k", help="Space-separated keys.")] = None,
     tags: Annotated[Optional[str], typer.Option("--tags")] = None,
     prop: Annotated[Optional[list[str]], typer.Option("--property", "-p", help="k=v, repeatable.")] = None,
-    queue: Annotated[Optional[int], typer.Option("--queue", "-q")] = None,
+    queue: Annotated[Optional[str], typer.Option("--queue", "-q", help="Queue id N, or BROKER_NAME:N when "
+                                                                      "several brokers have queue N.")] = None,
     sharding_key: Annotated[Optional[str], typer.Option("--sharding-key", help="Orderly: same key, same queue.")] = None,
     delay_level: Annotated[int, typer.Option("--delay-level", min=0)] = 0,
     batch: Annotated[int, typer.Option("--batch", min=0, help="Send in batches of N.")] = 0,
@@ -40,6 +41,7 @@ def send(
     """Send messages; one result line per message (status, msgId, broker, queue, queue offset)."""
     import asyncio
     from mqtool.client.producer import OutMessage
+    queue = _queue(topic, queue)
     properties = {}
     for p in prop or []:
         k, sep, v = p.partition("=")
@@ -75,6 +77,19 @@ def send(
     for r in results:
         t.add_row(r["status"], r["msg_id"], r["broker"], str(r["queue_id"]), str(r["queue_offset"]))
     console.print(t)
+
+
+def _queue(topic: str, text: str | None):
+    """--queue: None, a queue id, or a MessageQueue for BROKER_NAME:N."""
+    if text is None:
+        return None
+    broker, sep, n = text.rpartition(":")
+    if not n.isdigit() or (sep and not broker):
+        raise UsageError(f"--queue takes N or BROKER_NAME:N, not {text!r}")
+    if not sep:
+        return int(n)
+    from mqtool.client.base import MessageQueue
+    return MessageQueue(topic, broker, int(n))
 
 
 async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch) -> list[dict]:

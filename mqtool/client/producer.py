@@ -150,14 +150,10 @@ class Producer(ClientBase):
                                        "send")
         avoid, last_exc = None, None
         for attempt in range(1 + (0 if queue is not None or sharding_key else self.retries)):
-            if isinstance(queue, MessageQueue):
-                mq = queue
-            elif isinstance(queue, int):
-                mq = next((q for q in queues if q.queue_id == queue), None)
-                if mq is None:        # not another queue in its place: the caller named this one
-                    ids = sorted({q.queue_id for q in queues})
-                    raise RemotingCommandError(ResponseCode.SYSTEM_ERROR, f"topic {topic} has no write queue {queue} "
-                                               f"(its write queues are {ids[0]}..{ids[-1]})", "send")
+            if queue is not None and not isinstance(queue, (int, MessageQueue)):
+                raise TypeError(f"queue must be an int or a MessageQueue, not {type(queue).__name__}")
+            if queue is not None:
+                mq = _named_queue(topic, queues, queue)
             elif sharding_key is not None:
                 mq = queues[(zlib.crc32(sharding_key.encode()) & 0x7FFFFFFF) % len(queues)]
             else:
@@ -185,6 +181,25 @@ class Producer(ClientBase):
                 route = await self.publish_route(topic, refresh=True)
                 queues = route.write_queues() or queues
         raise last_exc
+
+
+def _named_queue(topic: str, queues: list[MessageQueue], queue: MessageQueue | int) -> MessageQueue:
+    """The write queue the caller named: a MessageQueue, or a queue id one broker alone has. Never
+    another queue in its place."""
+    if isinstance(queue, MessageQueue):
+        found = [q for q in queues if (q.broker_name, q.queue_id) == (queue.broker_name, queue.queue_id)]
+        what = f"{queue.broker_name}:{queue.queue_id}"
+    else:
+        found = [q for q in queues if q.queue_id == queue]
+        what = str(queue)
+    if not found:
+        ids = sorted({q.queue_id for q in queues})
+        raise RemotingCommandError(ResponseCode.SYSTEM_ERROR, f"topic {topic} has no write queue {what} "
+                                   f"(its write queues are {ids[0]}..{ids[-1]})", "send")
+    if len(found) > 1:
+        raise RemotingCommandError(ResponseCode.SYSTEM_ERROR, f"topic {topic} has write queue {queue} on brokers "
+                                   f"{', '.join(q.broker_name for q in found)}: name one as BROKER:{queue}", "send")
+    return found[0]
 
 
 def send_request(group: str, topic: str, queue_id: int, sys_flag: int, flag: int, props_text: str, body: bytes,

@@ -71,3 +71,16 @@ def test_a_start_that_is_neither_first_nor_last_is_refused():
     import pytest
     with pytest.raises(ValueError, match="start must be 'first' or 'last', not 'beginning'"):
         GroupConsumer("127.0.0.1:1", "G", "T", start="beginning")
+
+
+def test_a_named_queue_is_that_queue_or_an_error():
+    import pytest
+    from mqtool.client.producer import _named_queue
+    from mqtool_remoting.errors import RemotingCommandError
+    queues = [MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1), MessageQueue("T", "broker-b", 0)]
+    assert _named_queue("T", queues, 1) == queues[1]
+    assert _named_queue("T", queues, MessageQueue("T", "broker-b", 0)) == queues[2]
+    with pytest.raises(RemotingCommandError, match="write queue 0 on brokers broker-a, broker-b: name one as BROKER:0"):
+        _named_queue("T", queues, 0)
+    with pytest.raises(RemotingCommandError, match="no write queue broker-b:1"):
+        _named_queue("T", queues, MessageQueue("T", "broker-b", 1))

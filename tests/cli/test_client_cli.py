@@ -112,6 +112,7 @@ def test_admin_commands(cluster):
     (("send", "-n", "{ns}", "-t", "T", "--count", "5", "--threads", "0"), 2, "0 is not in the range x>=1"),
     (("topic", "create", "-n", "{ns}", "-t", "T", "-p", "-1"), 2, "-1 is not in the range 0<=x<=15"),
     (("message", "print", "-n", "{ns}", "-t", "T", "-q", "0", "--begin-offset", "-5"), 2, "not in the range x>=0"),
+    (("send", "-n", "{ns}", "-t", "T", "-q", "broker-a:x", "m"), 2, "--queue takes N or BROKER_NAME:N, not 'broker-a:x'"),
 ])
 def test_bad_input(cluster, args, code, text):
     proc = run_cli(*(a.replace("{ns}", cluster["namesrv"]) for a in args))
