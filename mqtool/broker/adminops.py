@@ -19,12 +19,12 @@ from mqtool_remoting.headers import (CloneGroupOffsetRequestHeader, GetConsumeSt
                                      QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader,
                                      QueryCorrectionOffsetHeader, ResumeCheckHalfMessageRequestHeader,
                                      TopicRequestHeader, ViewBrokerStatsDataRequestHeader, from_ext_fields)
-from mqtool_store.codes import SYSTEM_TOPICS
+from mqtool_store.codes import SCHEDULE_TOPIC, SYSTEM_TOPICS, TRANS_OP_HALF_TOPIC
+from mqtool_store.codes import TRANS_HALF_TOPIC as HALF_TOPIC
 from mqtool_store.msgid import decode_offset_msg_id
 
 log = logging.getLogger("mqtool.broker")
 # TopicValidator.getSystemTopicSet() of 4.9.8 (GET_SYSTEM_TOPIC_LIST_FROM_BROKER answers this fixed set).
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 LONG_MAX = 2**63 - 1
 
 
@@ -186,9 +186,11 @@ async def clean_unused_topic(ctrl, conn, cmd):
 
 def destroy_unused_queues(ctrl) -> None:
     """DefaultMessageStore.cleanUnusedTopic: the consume queues of every topic without a config, but
-    the schedule, op-half and LMQ queues, which have none (the commit log keeps the records)."""
+    the schedule, op-half and LMQ queues, which have none (the commit log keeps the records). The
+    half topic is kept too: Java gives it a config at its first transaction check, this broker never
+    does, and its queue holds the transactions not yet committed or rolled back."""
     for topic in sorted(ctrl.store.topics() - set(ctrl.topics.table)):
-        if topic not in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_OP_HALF_TOPIC") and not topic.startswith("%LMQ%"):
+        if topic not in (SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC, HALF_TOPIC) and not topic.startswith("%LMQ%"):
             ctrl.store.destroy_queues(topic)
 
 

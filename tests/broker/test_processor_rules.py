@@ -32,11 +32,15 @@ def test_system_topics_are_refused_and_a_deleted_topic_starts_again_at_zero(tmp_
                     assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR,
                                                         f"The topic[{topic}] is conflict with system topic.")
             assert broker.topics.get("SCHEDULE_TOPIC_XXXX") is not None
+            half = await c.invoke(addr, send_cmd("Again2", b"pending", "TRAN_MSG\x01true\x02PGROUP\x01PG",
+                                                 sys_flag=0x4))                 # a prepared transaction
+            assert half.code == ResponseCode.SUCCESS
             assert (await c.invoke(addr, create("Again"))).code == ResponseCode.SUCCESS
             for i in range(3):
                 assert (await c.invoke(addr, send_cmd("Again", b"old%d" % i))).code == ResponseCode.SUCCESS
             assert (await c.invoke(addr, delete("Again"))).code == ResponseCode.SUCCESS
             assert not (tmp_path / "broker-a" / "consumequeue" / "Again").exists()
+            assert broker.store.max_offset("RMQ_SYS_TRANS_HALF_TOPIC", 0) == 1    # its queue has no config
             assert (await c.invoke(addr, create("Again"))).code == ResponseCode.SUCCESS
             sent = await c.invoke(addr, send_cmd("Again", b"new"))
             assert sent.ext_fields["queueOffset"] == "0"
