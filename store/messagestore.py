@@ -19,7 +19,7 @@ from enum import Enum
 
 from .checkpoint import Checkpoint, decode_checkpoint
 from .codes import (CHECKPOINT_FILE_SIZE, CQ_UNIT_SIZE, END_FILE_MIN_BLANK_LENGTH, HOST_V6_EXTRA, MSG_FIXED_SIZE_V4,
-                    TRANSACTION_TYPE_MASK, Prop)
+                    SCHEDULE_TOPIC, TRANSACTION_TYPE_MASK, Prop)
 from .commitlog import (BORN_V6, MESSAGE_MAGIC, STORE_V6, MessageRecord, decode_record, encode_blank, encode_record,
                         topic_field, write_record_v4)
 from .cqwriter import ConsumeQueue
@@ -733,14 +733,17 @@ class MessageStore(Dispatch, Replication):
         return len(gone)
 
     def clean_expired_queues(self) -> int:
-        """cleanExpiredConsumerQueue: queues whose every unit points below the commit log's
-        min offset (their messages were deleted by retention) are removed."""
+        """cleanExpiredConsumerQueue: queues whose last unit ends below the commit log's min offset
+        (their messages were deleted by retention) are removed; never the schedule topic's, whose
+        positions delayOffset.json keeps."""
         low = self.commitlog.min_offset
         removed = 0
         for (topic, qid), cq in list(self.queues.items()):
-            last = cq.max_offset - 1
-            units = cq.units(last, 1) if last >= cq.min_offset else []
-            if len(units) and int(units["offset"][0]) < low:
+            if topic == SCHEDULE_TOPIC:
+                continue
+            last = cq.max_offset - 1          # its last unit, below min_offset or not (getLastOffset)
+            units = cq.units(last, 1) if last >= 0 else []
+            if len(units) and int(units["offset"][0]) + int(units["size"][0]) < low:
                 with self.put_lock:
                     self.queues.pop((topic, qid)).close()
                     self.topic_queue_table.pop((topic, qid), None)

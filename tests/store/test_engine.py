@@ -247,3 +247,34 @@ def test_message_index_safe_starts_recovery_early_enough_for_the_index(tmp_path)
     (root / "abort").touch()
     with MessageStore(config(root, mappedFileSizeCommitLog=16 * 1024)) as s:
         assert s.recovery_report.start_file == files[3].path.name          # the queues' time - 3 s: file 3
+
+
+def test_clean_expired_queues_removes_queues_of_deleted_messages_but_the_schedule_topics(tmp_path):
+    """cleanExpiredConsumerQueue: a queue whose last unit ends below the commit log's min offset goes;
+    the schedule topic's never does (delayOffset.json points into it)."""
+    import os
+    import time
+    from mqtool_store.retention import delete_expired
+    root = tmp_path / "s"
+    cfg = config(root, mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=400, fileReservedTime=1,
+                 deleteWhen="04", diskMaxUsedSpaceRatio=99)
+    with MessageStore(cfg) as s:
+        for i in range(600):
+            s.put(msg(i, topic="Old"))
+        s.put(msg(0, topic="SCHEDULE_TOPIC_XXXX", DELAY="1"))
+        for i in range(2000):
+            s.put(msg(i, topic="T"))
+        s.drain_dispatch()
+        files = list(s.commitlog.files)
+        at_four = time.mktime(time.strptime("2030-01-02 04:30", "%Y-%m-%d %H:%M"))
+        for f in files:
+            os.utime(f.path, (at_four - 600, at_four - 600))
+        for f in files[:3]:
+            os.utime(f.path, (at_four - 2 * 3600, at_four - 2 * 3600))
+        delete_expired(s, at_four)
+        low = s.commitlog_min_offset
+        assert low == files[3].start
+        assert s.min_offset("Old", 0) == s.max_offset("Old", 0) == 600       # every message gone, the last file kept
+        removed = s.clean_expired_queues()
+        assert removed == 1 and s.max_offset("Old", 0) == 0 and not (root / "consumequeue" / "Old" / "0").exists()
+        assert s.max_offset("SCHEDULE_TOPIC_XXXX", 0) == 1 and s.max_offset("T", 0) == 2000
