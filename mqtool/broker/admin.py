@@ -29,7 +29,7 @@ def _topic_refusal(ctrl, cmd, topic: str):
     problem = check_topic_name(topic)
     if problem:
         return cmd.response(ResponseCode.SYSTEM_ERROR, problem)
-    if is_system_topic(topic):
+    if is_system_topic(topic) or (ctrl.config.traceTopicEnable and topic == ctrl.config.msgTraceTopicName):
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
     return None
 

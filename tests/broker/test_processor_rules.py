@@ -32,6 +32,8 @@ def test_system_topics_are_refused_and_a_deleted_topic_starts_again_at_zero(tmp_
                     assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR,
                                                         f"The topic[{topic}] is conflict with system topic.")
             assert broker.topics.get("SCHEDULE_TOPIC_XXXX") is not None
+            broker.config.traceTopicEnable, broker.config.msgTraceTopicName = True, "MyTrace"   # addSystemTopic
+            assert (await c.invoke(addr, delete("MyTrace"))).remark == "The topic[MyTrace] is conflict with system topic."
             half = await c.invoke(addr, send_cmd("Again2", b"pending", "TRAN_MSG\x01true\x02PGROUP\x01PG",
                                                  sys_flag=0x4))                 # a prepared transaction
             assert half.code == ResponseCode.SUCCESS
