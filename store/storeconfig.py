@@ -103,10 +103,23 @@ def set_typed_fields(obj, props: dict[str, str]) -> dict[str, str]:
     return rest
 
 
+# Periods (ms) the store waits between rounds: 0 or less would spin a thread without a pause.
+PERIOD_KEYS = ("flushIntervalCommitLog", "flushIntervalConsumeQueue", "cleanResourceInterval", "flushDelayOffsetInterval",
+               "haSendHeartbeatInterval", "haHousekeepingInterval")
+
+
+def check_periods(cfg, keys) -> None:
+    """ValueError for a period key of `cfg` that is not above 0 (Java's scheduler refuses those too)."""
+    for key in keys:
+        if getattr(cfg, key) <= 0:
+            raise ValueError(f"{key} must be above 0 (milliseconds), not {getattr(cfg, key)}")
+
+
 def apply_store_properties(cfg: MessageStoreConfig, props: dict[str, str]) -> dict[str, str]:
     """Set known keys from text values; returns the keys the store does not know."""
     rest = set_typed_fields(cfg, props)
     cfg.__post_init__()
+    check_periods(cfg, PERIOD_KEYS)
     if cfg.flushDiskType not in (ASYNC_FLUSH, SYNC_FLUSH):
         raise ValueError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not {cfg.flushDiskType!r}")
     if cfg.brokerRole not in BROKER_ROLES:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqtool_remoting import javaprops
-from mqtool_store.storeconfig import set_typed_fields
+from mqtool_store.storeconfig import check_periods, set_typed_fields
 
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_LISTEN_PORT = 10911
@@ -91,7 +91,9 @@ def _to_text(v) -> str:
 
 def apply_properties(cfg: BrokerConfig, props: dict[str, str]) -> dict[str, str]:
     """Set every known broker key on `cfg`; return the keys it does not know (for the store or a warning)."""
-    return set_typed_fields(cfg, props)
+    rest = set_typed_fields(cfg, props)
+    check_periods(cfg, ("flushConsumerOffsetInterval", "transactionCheckInterval"))
+    return rest
 
 
 def load_broker_conf(path: str | os.PathLike) -> dict[str, str]:

@@ -94,3 +94,12 @@ def test_a_malformed_name_server_address_is_refused(tmp_path):
         cfg = BrokerConfig(brokerName="b", listenPort=0, storePathRootDir=str(tmp_path / "s"), namesrvAddr=addr)
         with pytest.raises(ValueError, match="namesrvAddr: '.*' is not HOST:PORT"):
             BrokerController(cfg, {})
+
+
+def test_a_period_of_zero_is_refused():
+    """A 0 ms period would spin its thread (cleanResourceInterval=0 ran retention without a pause)."""
+    from mqtool_store.storeconfig import MessageStoreConfig, apply_store_properties
+    with pytest.raises(ValueError, match="cleanResourceInterval must be above 0"):
+        apply_store_properties(MessageStoreConfig(), {"cleanResourceInterval": "0"})
+    with pytest.raises(ValueError, match="flushConsumerOffsetInterval must be above 0"):
+        apply_properties(BrokerConfig(), {"flushConsumerOffsetInterval": "-5"})
