@@ -21,6 +21,9 @@ def recover(
     max_index_num: Annotated[Optional[int], typer.Option("--max-index-num", min=1)] = None,
     normal: Annotated[bool, typer.Option("--normal/--abnormal", help="Force the recovery mode "
                                          "(default: abnormal when the abort file exists).")] = None,
+    config: Annotated[Optional[Path], typer.Option(
+        "-c", "--config", help="The broker's broker.conf: its store sizes, checkCRCOnRecover and "
+                               "messageIndexSafe, so the plan is the one the broker would run.")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Plan (or with --apply, run) crash recovery on a stopped broker's store."""
@@ -36,14 +39,27 @@ def recover(
         raise UsageError(f"{root}: not a store root (no commitlog, consumequeue or checkpoint inside)")
     if is_locked(root):
         raise StoreLockedError("the store's lock is held: stop the broker first", path=root / "lock")
+    conf = _recovery_settings(config)          # broker.conf's, then the options given here
+    for key, value in (("mappedFileSizeCommitLog", mapped_file_size_commitlog),
+                       ("mappedFileSizeConsumeQueue", mapped_file_size_consume_queue),
+                       ("maxHashSlotNum", max_hash_slot_num), ("maxIndexNum", max_index_num)):
+        if value is not None:
+            conf[key] = str(value)
+    checks = MessageStoreConfig()
+    try:
+        apply_store_properties(checks, conf)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     abnormal = None if normal is None else not normal
-    geometry = (max_hash_slot_num, max_index_num) if max_hash_slot_num else None
-    plan = compute_plan(root, None, mapped_file_size_commitlog, abnormal, True, geometry)
+    slots_given = "maxHashSlotNum" in conf
+    geometry = (checks.maxHashSlotNum, checks.maxIndexNum if "maxIndexNum" in conf else None) if slots_given else None
+    index_safe = checks.messageIndexEnable and checks.messageIndexSafe
+    plan = compute_plan(root, None, checks.mappedFileSizeCommitLog if "mappedFileSizeCommitLog" in conf else None,
+                        abnormal, checks.checkCRCOnRecover, geometry, index_safe)
     if apply:
-        cl_size = mapped_file_size_commitlog or _commitlog_size(root)
         cfg = MessageStoreConfig(storePathRootDir=str(root))
-        props = {"mappedFileSizeCommitLog": str(cl_size),
-                 "mappedFileSizeConsumeQueue": str(mapped_file_size_consume_queue or _cq_size(root))}
+        props = {**conf, "mappedFileSizeCommitLog": conf.get("mappedFileSizeCommitLog", str(_commitlog_size(root))),
+                 "mappedFileSizeConsumeQueue": conf.get("mappedFileSizeConsumeQueue", str(_cq_size(root)))}
         if geometry:
             props.update(maxHashSlotNum=str(geometry[0]), maxIndexNum=str(geometry[1] or 4 * geometry[0]))
         else:
@@ -60,6 +76,20 @@ def recover(
         emit_json(plan.to_dict() | {"applied": apply})
         return
     _print(plan, apply)
+
+
+RECOVERY_KEYS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum",
+                 "checkCRCOnRecover", "messageIndexEnable", "messageIndexSafe")
+
+
+def _recovery_settings(config: Path | None) -> dict[str, str]:
+    """The keys of a broker.conf that shape recovery (the rest of it is the broker's business)."""
+    if config is None:
+        return {}
+    from mqtool.broker.config import load_broker_conf
+    if not config.is_file():
+        raise UsageError(f"{config}: no such broker config file")
+    return {k: v for k, v in load_broker_conf(config).items() if k in RECOVERY_KEYS}
 
 
 def _commitlog_size(root: Path) -> int:

@@ -51,3 +51,20 @@ def test_refuses_while_locked(basic_store, store_copy):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_broker_conf_gives_the_plan_the_broker_would_run(crashed_store, store_copy, tmp_path):
+    """-c broker.conf: messageIndexSafe=true starts an abnormal recovery early enough for the index's
+    checkpoint time (here one long ago: the first file), as the broker would with that config."""
+    s = store_copy(crashed_store)
+    cp = bytearray((s / "checkpoint").read_bytes())
+    cp[16:24] = (1).to_bytes(8, "big")                       # indexMsgTimestamp: long ago
+    (s / "checkpoint").write_bytes(bytes(cp))
+    plain = json_lines(run_cli("store", "recover", s, "--json", check=True).stdout)[0]
+    assert plain["abnormal"] and plain["start_file"] != "00000000000000000000"
+    conf = tmp_path / "broker.conf"
+    conf.write_text("messageIndexSafe=true\nsendMessageThreadPoolNums=4\n")
+    safe = json_lines(run_cli("store", "recover", s, "-c", conf, "--json", check=True).stdout)[0]
+    assert safe["start_file"] == "00000000000000000000"
+    bad = run_cli("store", "recover", s, "-c", tmp_path / "none.conf")
+    assert bad.returncode == 2 and "no such broker config file" in bad.stderr
