@@ -45,6 +45,11 @@ def recover(
                        ("maxHashSlotNum", max_hash_slot_num), ("maxIndexNum", max_index_num)):
         if value is not None:
             conf[key] = str(value)
+    if "maxIndexNum" in conf and "maxHashSlotNum" not in conf:
+        if max_index_num is not None:
+            raise UsageError("--max-index-num needs --max-hash-slot-num (without both, they are read from the "
+                             "index files)")
+        conf["maxHashSlotNum"] = str(MessageStoreConfig().maxHashSlotNum)   # beside broker.conf's: the default
     checks = MessageStoreConfig()
     try:
         apply_store_properties(checks, conf)

@@ -68,3 +68,5 @@ def test_broker_conf_gives_the_plan_the_broker_would_run(crashed_store, store_co
     assert safe["start_file"] == "00000000000000000000"
     bad = run_cli("store", "recover", s, "-c", tmp_path / "none.conf")
     assert bad.returncode == 2 and "no such broker config file" in bad.stderr
+    half = run_cli("store", "recover", s, "--max-index-num", "4000")          # it was ignored
+    assert half.returncode == 2 and "--max-index-num needs --max-hash-slot-num" in half.stderr
