@@ -39,7 +39,7 @@ def recover(
         raise UsageError(f"{root}: not a store root (no commitlog, consumequeue or checkpoint inside)")
     if is_locked(root):
         raise StoreLockedError("the store's lock is held: stop the broker first", path=root / "lock")
-    conf = _recovery_settings(config)          # broker.conf's, then the options given here
+    conf = broker_conf_settings(config, RECOVERY_KEYS)     # broker.conf's, then the options given here
     for key, value in (("mappedFileSizeCommitLog", mapped_file_size_commitlog),
                        ("mappedFileSizeConsumeQueue", mapped_file_size_consume_queue),
                        ("maxHashSlotNum", max_hash_slot_num), ("maxIndexNum", max_index_num)):
@@ -87,14 +87,15 @@ RECOVERY_KEYS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHa
                  "checkCRCOnRecover", "messageIndexEnable", "messageIndexSafe")
 
 
-def _recovery_settings(config: Path | None) -> dict[str, str]:
-    """The keys of a broker.conf that shape recovery (the rest of it is the broker's business)."""
+def broker_conf_settings(config: Path | None, keys=None) -> dict[str, str]:
+    """The given keys (all when None) of a broker.conf, for an offline tool that should act as that
+    broker would; {} without one."""
     if config is None:
         return {}
     from mqtool.broker.config import load_broker_conf
     if not config.is_file():
         raise UsageError(f"{config}: no such broker config file")
-    return {k: v for k, v in load_broker_conf(config).items() if k in RECOVERY_KEYS}
+    return {k: v for k, v in load_broker_conf(config).items() if keys is None or k in keys}
 
 
 def _commitlog_size(root: Path) -> int:

@@ -127,16 +127,6 @@ def export(
         raise typer.Exit(EXIT_PROBLEMS)
 
 
-def _store_settings(config: Path | None) -> dict[str, str]:
-    """The store keys of a broker.conf (mappedFileSizeConsumeQueue, maxHashSlotNum, ...)."""
-    if config is None:
-        return {}
-    from mqtool.broker.config import load_broker_conf
-    if not config.is_file():
-        raise UsageError(f"{config}: no such broker config file")
-    return load_broker_conf(config)
-
-
 @app.command("rebuild-index")
 def rebuild_index(
     store_root: Annotated[Path, typer.Argument(help="The store root (storePathRootDir).")],
@@ -161,6 +151,7 @@ def rebuild_index(
     json_out: Json = False,
 ) -> None:
     """Rebuild every consume queue and the index files from the commitlog."""
+    from mqtool.cli.recover import broker_conf_settings
     from mqtool.spark.rebuild import check_in_place, check_output, run_rebuild
     from mqtool.spark.session import require_pyspark
     from mqtool.spark.source import list_commitlog
@@ -175,7 +166,7 @@ def rebuild_index(
         raise UsageError("--copy-commitlog applies to a rebuild into --out (in place the commitlog stays as it is)")
     cfg = MessageStoreConfig()
     try:
-        apply_store_properties(cfg, _store_settings(config))
+        apply_store_properties(cfg, broker_conf_settings(config))
         apply_store_properties(cfg, {k: str(v) for k, v in {
             "mappedFileSizeConsumeQueue": mapped_file_size_consume_queue, "maxHashSlotNum": max_hash_slot_num,
             "maxIndexNum": max_index_num, "messageDelayLevel": message_delay_level}.items() if v is not None})

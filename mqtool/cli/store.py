@@ -289,10 +289,14 @@ def _print_stats(result: dict) -> None:
 @app.command()
 def verify(root: RootArg, json_out: JsonOpt = False,
            delay_level: Annotated[Optional[str], typer.Option(
-               "--message-delay-level", help="The broker's messageDelayLevel, if not the default.")] = None) -> None:
+               "--message-delay-level", help="The broker's messageDelayLevel, if not the default.")] = None,
+           config: Annotated[Optional[Path], typer.Option(
+               "-c", "--config", help="The broker's broker.conf, for its messageDelayLevel.")] = None) -> None:
     """Check records, consume queues, index and checkpoint against each other. Exit 1 on problems."""
+    from mqtool.cli.recover import broker_conf_settings
     from mqtool_store.verify import verify_store
     _root(root)
+    delay_level = delay_level or broker_conf_settings(config, ("messageDelayLevel",)).get("messageDelayLevel")
     bar, advance = _progress(_commitlog_bytes(root), "verifying commitlog")
     with bar:
         report = verify_store(root, delay_level, advance)

@@ -242,3 +242,18 @@ def test_commands_never_write(basic_store, store_copy):
     for args in (("dump", s), ("stats", s), ("verify", s), ("query", s, "--offset", "0")):
         run_cli("store", *args, "--json", check=True)
     assert tree_digest(s) == before
+
+
+def test_verify_takes_the_delay_levels_of_a_broker_conf(basic_store, store_copy, tmp_path):
+    """SCHEDULE_TOPIC_XXXX units carry the due time (store time + the level's delay): with another
+    broker's messageDelayLevel they no longer match, with this broker's (the default) they do."""
+    s = store_copy(basic_store)
+    other = tmp_path / "other.conf"
+    other.write_text("messageDelayLevel=2s 6s 11s 31s\nbrokerName=x\n")
+    same = tmp_path / "same.conf"
+    same.write_text("brokerName=broker-a\n")
+    mismatched = run_cli("store", "verify", s, "-c", other, "--json")
+    assert mismatched.returncode == 1
+    areas = {p["area"] for p in json_lines(mismatched.stdout)[0]["problems"]}
+    assert areas == {"consumequeue"}
+    assert run_cli("store", "verify", s, "-c", same).returncode == 0
