@@ -122,7 +122,7 @@ class BrokerController:
                                                messageDelayLevel=config.messageDelayLevel,
                                                maxMessageSize=config.maxMessageSize)
         unknown = apply_store_properties(self.store_config, store_props or {})
-        self.notes += check_keys(unknown, [*STORE_KEYS, *(f.name for f in dataclasses.fields(config))])
+        self.notes += check_keys(unknown, known_keys(config))
         hours = [h.strip() for h in self.store_config.deleteWhen.split(";")]
         if not all(h.isdigit() and int(h) < 24 for h in hours):       # UtilAll.isItTimeToDo skips them
             self.notes.append(f"deleteWhen={self.store_config.deleteWhen}: not hours 0-23 separated by ';' "
@@ -380,7 +380,7 @@ class BrokerController:
         """UPDATE_BROKER_CONFIG: set the keys that count on a running broker (RUNTIME_KEYS); ValueError,
         and nothing changed, for one that counts only at start; one line for each key mqtool does not
         take."""
-        known = [*STORE_KEYS, *(f.name for f in dataclasses.fields(self.config))]
+        known = known_keys(self.config)
         fixed = sorted(k for k in props if k in known and k not in RUNTIME_KEYS)
         if fixed:
             raise ValueError(f"{', '.join(fixed)} cannot change while the broker runs (used when it starts): "
@@ -417,13 +417,14 @@ class BrokerController:
             await self.register_all()
 
     def _register_body(self) -> bytes:
-        table = {k: v.to_json() for k, v in self.topics.table.items()}
         perm = self.config.brokerPermission
         if perm & PERM_RW != PERM_RW:
             # BrokerController.registerBrokerAll: a broker that is not both readable and writeable
             # registers every topic with its own permission (as new TopicConfig(name, r, w, perm))
             table = {k: TopicConfig(k, v.readQueueNums, v.writeQueueNums, perm).to_json()
                      for k, v in self.topics.table.items()}
+        else:
+            table = {k: v.to_json() for k, v in self.topics.table.items()}
         wrapper = {"dataVersion": self.topics.data_version.to_json(), "topicConfigTable": table}
         return jsonbody.dumps({"filterServerList": [], "topicConfigSerializeWrapper": wrapper})
 
@@ -462,6 +463,11 @@ class BrokerController:
             except RemotingError as exc:
                 log.warning("unregister from name server %s failed: %s", addr, exc)
 
+
+
+def known_keys(config: BrokerConfig) -> list[str]:
+    """Every key mqtool's broker and store configs take (for check_keys' typo suggestions)."""
+    return [*STORE_KEYS, *(f.name for f in dataclasses.fields(config))]
 
 
 def check_role(config: BrokerConfig, notes: list[str]) -> None:
