@@ -15,6 +15,7 @@ from .commitlog import MessageRecord
 from .consumequeue import CQ_DTYPE
 from .delaylevels import expected_tags_code
 from .javahash import tags_code
+from .kernel import kernel
 
 NOT_DISPATCHED = (TransactionType.TRANSACTION_PREPARED_TYPE, TransactionType.TRANSACTION_ROLLBACK_TYPE)
 ROLLBACK = TransactionType.TRANSACTION_ROLLBACK_TYPE
@@ -174,6 +175,14 @@ class Dispatch:
     def _gather_run(self, item, runs: dict, keys: list, key_phys: list, key_ts: list) -> None:
         """A run's units as one array (queued after what its queue already has) and its index keys."""
         topic, queue_id, props, phys, _, queue_offset, store_ts, _, sizes = item
+        if kernel is not None:        # the same units and keys, in one C pass
+            units, more_keys, more_phys = kernel.run_units(props, topic + "#", phys, sizes,
+                                                           self.cfg.messageIndexEnable)
+            runs.setdefault((topic, queue_id), []).append((np.frombuffer(units, CQ_DTYPE), queue_offset))
+            keys += more_keys
+            key_phys += more_phys
+            key_ts += [store_ts] * len(more_keys)
+            return
         n = len(props)
         block = np.empty(n, CQ_DTYPE)
         offsets = np.cumsum(sizes) - sizes + phys

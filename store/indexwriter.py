@@ -13,6 +13,7 @@ import numpy as np
 from .codes import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, INT32_MAX
 from .indexfile import _ENTRY, _HEADER, IndexFile, IndexHeader, index_file_size
 from .javahash import index_key_hash
+from .kernel import kernel
 from .layout import is_index_file_name
 from .mappedfile import MappedFile
 
@@ -101,6 +102,12 @@ class IndexFileWriter:
         h = self.header
         k = len(keys)
         n0 = h.index_count
+        if kernel is not None:
+            h.hash_slot_count += kernel.index_put(self.mf.mm, self.slots, self.max_entries, n0, h.begin_timestamp,
+                                                  keys, phys.astype(np.int64, copy=False),
+                                                  stamps.astype(np.int64, copy=False))
+            self._close_batch(k, phys, stamps)
+            return
         hashes = index_key_hashes(keys)
         slots = hashes % self.slots
         pos = np.arange(k)
@@ -129,7 +136,11 @@ class IndexFileWriter:
         slot_table[run[last]] = n0 + order[last]
         del slot_table
         h.hash_slot_count += int(np.count_nonzero(chain == 0))
-        h.index_count = n0 + k
+        self._close_batch(k, phys, stamps)
+
+    def _close_batch(self, k: int, phys: np.ndarray, stamps: np.ndarray) -> None:
+        h = self.header
+        h.index_count += k
         h.end_phy_offset, h.end_timestamp = int(phys[-1]), int(stamps[-1])
         _HEADER.pack_into(self.mf.mm, 0, h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
                           h.hash_slot_count, h.index_count)

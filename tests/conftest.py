@@ -79,3 +79,17 @@ def run_cli(*args: str, input: str | None = None, check: bool = False) -> subpro
 
 def json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture(params=["kernel", "python"])
+def store_kernel(request, monkeypatch):
+    """Run a store test with the compiled kernel (store/_kernel.c) and without it: both paths
+    must write the same bytes. "kernel" is skipped where it was not built (no C compiler)."""
+    from mqtool_store import dispatch, indexwriter, kernel, recordrun
+    if request.param == "kernel" and kernel.kernel is None:
+        pytest.skip("the store kernel is not built here")
+    chosen = kernel.kernel if request.param == "kernel" else None
+    monkeypatch.setattr(recordrun, "kernel", chosen)
+    monkeypatch.setattr(indexwriter, "kernel", chosen)
+    monkeypatch.setattr(dispatch, "kernel", chosen)
+    return chosen

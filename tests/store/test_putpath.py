@@ -100,7 +100,7 @@ def _index_bytes(directory) -> list[bytes]:
     return [p.read_bytes() for p in sorted(directory.iterdir())]
 
 
-def test_batched_index_equals_key_by_key(tmp_path):
+def test_batched_index_equals_key_by_key(tmp_path, store_kernel):
     """IndexService.put_many writes the same files as put_key one entry at a time, across full
     files, slot collisions (10 slots) and garbage slot values."""
     rnd = random.Random(11)
@@ -133,7 +133,7 @@ def test_batched_index_equals_key_by_key(tmp_path):
 
 
 @pytest.mark.parametrize("index_batch", [True, False])
-def test_dispatched_files_equal_a_rebuild(tmp_path, index_batch):
+def test_dispatched_files_equal_a_rebuild(tmp_path, index_batch, store_kernel):
     """Consume queues and index written by the put path's batched dispatch are byte-identical to
     the ones abnormal recovery rebuilds record by record (the path the Java fixtures pin)."""
     root = tmp_path / "s"

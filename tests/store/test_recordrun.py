@@ -94,7 +94,7 @@ def _store(root, msgs_list, as_runs, listener_log=None):
     return results
 
 
-def test_runs_write_the_same_store_as_record_by_record(tmp_path, fixed_clock):
+def test_runs_write_the_same_store_as_record_by_record(tmp_path, fixed_clock, store_kernel):
     rng = random.Random(11)
     batches = _batches(rng, 40)
     assert sum(prepare_run(b, topic_field(b[0].topic.encode()), 4 << 20, HOST) is not None for b in batches) >= 15
@@ -112,7 +112,7 @@ def test_runs_write_the_same_store_as_record_by_record(tmp_path, fixed_clock):
     assert verify_store(tmp_path / "runs").ok
 
 
-def test_a_run_reads_back_as_its_messages(tmp_path):
+def test_a_run_reads_back_as_its_messages(tmp_path, store_kernel):
     msgs = [Message("Run", 2, bytes([i]) * (i * 7), {"KEYS": f"key{i}", "TAGS": "T"}, flag=i) for i in range(40)]
     assert prepare_run(msgs, topic_field(b"Run"), 1 << 20, HOST) is not None
     cfg = MessageStoreConfig(storePathRootDir=str(tmp_path / "s"), **SMALL)
@@ -135,7 +135,7 @@ def test_a_run_reads_back_as_its_messages(tmp_path):
 
 
 @pytest.mark.parametrize("change", ["queue", "topic", "v6", "transaction", "born", "few"])
-def test_what_is_not_a_run(change):
+def test_what_is_not_a_run(change, store_kernel):
     msgs = [Message("T", 0, b"x", {"KEYS": "k"}) for _ in range(RUN_MIN)]
     tf = topic_field(b"T")
     assert prepare_run(msgs, tf, 1 << 20, HOST) is not None
@@ -156,7 +156,7 @@ def test_what_is_not_a_run(change):
     assert prepare_run(msgs[:RUN_MIN], tf, 1 << 20, (bytes(16), 10911)) is None     # an IPv6 store host
 
 
-def test_an_oversized_body_is_refused_by_the_general_path(tmp_path):
+def test_an_oversized_body_is_refused_by_the_general_path(tmp_path, store_kernel):
     cfg = MessageStoreConfig(storePathRootDir=str(tmp_path / "s"), maxMessageSize=100, **SMALL)
     msgs = [Message("T", 0, b"x" * (200 if i == 5 else 10), {}) for i in range(RUN_MIN)]
     with MessageStore(cfg) as s:
@@ -168,7 +168,7 @@ def test_an_oversized_body_is_refused_by_the_general_path(tmp_path):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.integers(0, 2**32), st.integers(1, 12))
-def test_generated_batches_match(tmp_path_factory, fixed_clock, seed, count):
+def test_generated_batches_match(tmp_path_factory, fixed_clock, store_kernel, seed, count):
     root = tmp_path_factory.mktemp("runs")
     batches = _batches(random.Random(seed), count)
     assert _store(root / "a", batches, True) == _store(root / "b", batches, False)

@@ -1,0 +1,460 @@
+/* The store's compiled kernel: the loops of a batch put and of index writing, byte for byte
+ * what the pure-Python paths write (store/kernel.py says which is used; the tests compare both).
+ *
+ *   run_prepare  a batch's messages as one run: shared fields checked, sizes and body CRCs
+ *   run_write    the placed run copied into the mapped file
+ *   msg_ids      the run's message ids: the store host prefix + each record's offset in hex
+ *   run_units    a placed run's consume queue units and index keys (the dispatch)
+ *   index_put    IndexFile.putKey for many keys in order, into a mapped index file
+ *
+ * Layouts: spec/commitlog.md (a V1 record with IPv4 hosts: an 88-byte fixed part), spec/index.md.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define FIXED_SIZE 88            /* TOTALSIZE .. BODYLENGTH of a V1 record with IPv4 hosts */
+#define MAX_PROPS 32767
+#define INDEX_HEADER_SIZE 40
+#define INDEX_SLOT_SIZE 4
+#define INDEX_ENTRY_SIZE 20
+
+/* Offsets in the fixed part of the fields a run fills per record. */
+#define AT_SIZE 0
+#define AT_CRC 8
+#define AT_FLAG 16
+#define AT_QUEUE_OFFSET 20
+#define AT_PHYSICAL_OFFSET 28
+#define AT_STORE_TIMESTAMP 56
+#define AT_BODY_LENGTH 84
+
+static const char *SHARED[] = {"topic", "queue_id", "sys_flag", "born_host", "born_timestamp",
+                               "reconsume_times", "prepared_transaction_offset"};
+#define N_SHARED 7
+static PyObject *shared_names[N_SHARED];
+static PyObject *s_body, *s_text, *s_flag, *s_tags, *s_keys, *s_uniq_key, *s_space;
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v;
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
+/* run_prepare(msgs, max_body, fixed, crc) -> (total, sizes, crcs) | None
+ * sizes: native int64 per record, crcs: native int32 (masked to 31 bits). None when the messages
+ * are not a run: a shared field differs, a body is not bytes or longer than max_body, a
+ * properties text is missing or longer than 32767 bytes. */
+static PyObject *run_prepare(PyObject *self, PyObject *args)
+{
+    PyObject *msgs, *crc;
+    Py_ssize_t max_body, fixed;
+    if (!PyArg_ParseTuple(args, "O!nnO", &PyList_Type, &msgs, &max_body, &fixed, &crc))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    if (n == 0)
+        Py_RETURN_NONE;
+    PyObject *first[N_SHARED] = {0};
+    PyObject *sizes = PyBytes_FromStringAndSize(NULL, n * 8);
+    PyObject *crcs = PyBytes_FromStringAndSize(NULL, n * 4);
+    PyObject *result = NULL;
+    if (!sizes || !crcs)
+        goto done;
+    int64_t *size_at = (int64_t *)PyBytes_AS_STRING(sizes);
+    int32_t *crc_at = (int32_t *)PyBytes_AS_STRING(crcs);
+    long long total = 0;
+    for (int k = 0; k < N_SHARED; k++) {
+        first[k] = PyObject_GetAttr(PyList_GET_ITEM(msgs, 0), shared_names[k]);
+        if (!first[k])
+            goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(msgs, i);
+        if (i > 0) {
+            for (int k = 0; k < N_SHARED; k++) {
+                PyObject *v = PyObject_GetAttr(m, shared_names[k]);
+                if (!v)
+                    goto done;
+                int same = PyObject_RichCompareBool(v, first[k], Py_EQ);
+                Py_DECREF(v);
+                if (same < 0)
+                    goto done;
+                if (!same)
+                    goto not_a_run;
+            }
+        }
+        PyObject *body = PyObject_GetAttr(m, s_body);
+        if (!body)
+            goto done;
+        PyObject *text = PyObject_GetAttr(m, s_text);
+        if (!text) {
+            Py_DECREF(body);
+            goto done;
+        }
+        Py_ssize_t body_len = PyBytes_Check(body) ? PyBytes_GET_SIZE(body) : -1;
+        Py_ssize_t text_len = -1;
+        if (PyUnicode_Check(text) && !PyUnicode_AsUTF8AndSize(text, &text_len)) {
+            Py_DECREF(body);
+            Py_DECREF(text);
+            goto done;
+        }
+        Py_DECREF(text);
+        if (body_len < 0 || body_len > max_body || text_len < 0 || text_len > MAX_PROPS) {
+            Py_DECREF(body);
+            goto not_a_run;
+        }
+        PyObject *c = PyObject_CallOneArg(crc, body);
+        Py_DECREF(body);
+        if (!c)
+            goto done;
+        unsigned long v = PyLong_AsUnsignedLongMask(c);
+        Py_DECREF(c);
+        if (v == (unsigned long)-1 && PyErr_Occurred())
+            goto done;
+        crc_at[i] = (int32_t)(v & 0x7FFFFFFF);
+        size_at[i] = fixed + body_len + text_len;
+        total += size_at[i];
+    }
+    result = Py_BuildValue("LOO", total, sizes, crcs);
+    goto done;
+not_a_run:
+    result = Py_NewRef(Py_None);
+done:
+    for (int k = 0; k < N_SHARED; k++)
+        Py_XDECREF(first[k]);
+    Py_XDECREF(sizes);
+    Py_XDECREF(crcs);
+    return result;
+}
+
+struct piece {
+    const char *body;
+    Py_ssize_t body_len;
+    const char *text;
+    Py_ssize_t text_len;
+    int32_t flag;
+};
+
+/* run_write(msgs, buf, pos, row, topic_part, sizes, crcs, phys, queue_offset, store_ts)
+ * Writes the run at buf[pos:]: per record the 88-byte row with its size, CRC, flag, queue offset,
+ * commit log offset, store time and body length filled in, the body, topic_part (TOPICLENGTH +
+ * TOPIC), PROPERTIESLENGTH and the properties. The messages are those run_prepare accepted. */
+static PyObject *run_write(PyObject *self, PyObject *args)
+{
+    PyObject *msgs, *buf_obj;
+    Py_ssize_t pos;
+    Py_buffer row, topic, sizes, crcs;
+    long long phys, queue_offset, store_ts;
+    if (!PyArg_ParseTuple(args, "O!Ony#y#y*y*LLL", &PyList_Type, &msgs, &buf_obj, &pos, &row.buf, &row.len,
+                          &topic.buf, &topic.len, &sizes, &crcs, &phys, &queue_offset, &store_ts))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    PyObject *result = NULL;
+    struct piece *pieces = NULL;
+    Py_buffer buf = {0};
+    if (row.len != FIXED_SIZE || sizes.len != n * 8 || crcs.len != n * 4) {
+        PyErr_SetString(PyExc_ValueError, "run_write: row, sizes or crcs do not match the messages");
+        goto release;
+    }
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_WRITABLE) < 0)
+        goto release;
+    const int64_t *size_at = sizes.buf;
+    const int32_t *crc_at = crcs.buf;
+    long long total = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        total += size_at[i];
+    if (pos < 0 || pos + total > buf.len) {
+        PyErr_SetString(PyExc_ValueError, "run_write: the run does not fit the buffer");
+        goto release;
+    }
+    pieces = PyMem_Malloc(n ? n * sizeof *pieces : 1);
+    if (!pieces) {
+        PyErr_NoMemory();
+        goto release;
+    }
+    /* Under the GIL: borrow each body and properties text (the list keeps them alive). */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(msgs, i);
+        PyObject *body = PyObject_GetAttr(m, s_body);
+        PyObject *text = body ? PyObject_GetAttr(m, s_text) : NULL;
+        PyObject *flag = text ? PyObject_GetAttr(m, s_flag) : NULL;
+        int ok = flag && PyBytes_Check(body) && PyUnicode_Check(text);
+        if (ok) {
+            pieces[i].body = PyBytes_AS_STRING(body);
+            pieces[i].body_len = PyBytes_GET_SIZE(body);
+            pieces[i].text = PyUnicode_AsUTF8AndSize(text, &pieces[i].text_len);
+            pieces[i].flag = (int32_t)PyLong_AsLong(flag);
+            ok = pieces[i].text && !PyErr_Occurred() &&
+                 size_at[i] == FIXED_SIZE + topic.len + 2 + pieces[i].body_len + pieces[i].text_len;
+        }
+        /* The message object holds body and text, and msgs holds the message. */
+        Py_XDECREF(body);
+        Py_XDECREF(text);
+        Py_XDECREF(flag);
+        if (!ok) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "run_write: a message changed since run_prepare");
+            goto release;
+        }
+    }
+    unsigned char *out = (unsigned char *)buf.buf + pos;
+    /* The GIL stays held: given up around a copy this short, it came back only after the
+     * dispatch thread's next switch interval (measured slower). */
+    long long at = phys;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        struct piece *p = &pieces[i];
+        memcpy(out, row.buf, FIXED_SIZE);
+        put32(out + AT_SIZE, (uint32_t)size_at[i]);
+        put32(out + AT_CRC, (uint32_t)crc_at[i]);
+        put32(out + AT_FLAG, (uint32_t)p->flag);
+        put64(out + AT_QUEUE_OFFSET, (uint64_t)(queue_offset + i));
+        put64(out + AT_PHYSICAL_OFFSET, (uint64_t)at);
+        put64(out + AT_STORE_TIMESTAMP, (uint64_t)store_ts);
+        put32(out + AT_BODY_LENGTH, (uint32_t)p->body_len);
+        unsigned char *q = out + FIXED_SIZE;
+        memcpy(q, p->body, p->body_len);
+        q += p->body_len;
+        memcpy(q, topic.buf, topic.len);
+        q += topic.len;
+        q[0] = (unsigned char)(p->text_len >> 8);
+        q[1] = (unsigned char)p->text_len;
+        memcpy(q + 2, p->text, p->text_len);
+        out += size_at[i];
+        at += size_at[i];
+    }
+    result = Py_NewRef(Py_None);
+release:
+    PyMem_Free(pieces);
+    if (buf.obj)
+        PyBuffer_Release(&buf);
+    PyBuffer_Release(&sizes);
+    PyBuffer_Release(&crcs);
+    return result;
+}
+
+/* msg_ids(prefix, phys, sizes) -> [prefix + "%016X" % offset, ...] for the run's records. */
+static PyObject *msg_ids(PyObject *self, PyObject *args)
+{
+    const char *prefix;
+    Py_ssize_t prefix_len;
+    long long phys;
+    Py_buffer sizes;
+    if (!PyArg_ParseTuple(args, "s#Ly*", &prefix, &prefix_len, &phys, &sizes))
+        return NULL;
+    Py_ssize_t n = sizes.len / 8;
+    const int64_t *size_at = sizes.buf;
+    PyObject *ids = PyList_New(n);
+    static const char hex[] = "0123456789ABCDEF";
+    for (Py_ssize_t i = 0; ids && i < n; i++) {
+        PyObject *s = PyUnicode_New(prefix_len + 16, 127);
+        if (!s) {
+            Py_CLEAR(ids);
+            break;
+        }
+        char *d = (char *)PyUnicode_DATA(s);
+        memcpy(d, prefix, prefix_len);
+        uint64_t v = (uint64_t)phys;
+        for (int k = 15; k >= 0; k--, v >>= 4)
+            d[prefix_len + k] = hex[v & 15];
+        PyList_SET_ITEM(ids, i, s);
+        phys += size_at[i];
+    }
+    PyBuffer_Release(&sizes);
+    return ids;
+}
+
+/* Java's String.hashCode of s over its UTF-16 code units, continuing from h. */
+static uint32_t java_hash(uint32_t h, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c > 0xFFFF) {
+            c -= 0x10000;
+            h = 31 * h + (0xD800 + (c >> 10));
+            c = 0xDC00 + (c & 0x3FF);
+        }
+        h = 31 * h + c;
+    }
+    return h;
+}
+
+/* index_put(buf, slots, max_entries, index_count, begin_ts, keys, phys, stamps) -> new hash slots
+ * IndexFile.putKey for each key (a str: "topic#key") in order, the entries appended after
+ * index_count; phys and stamps are native int64 arrays, one per key. The caller has checked that
+ * they fit (index_count + len(keys) <= max_entries) and updates the header. */
+static PyObject *index_put(PyObject *self, PyObject *args)
+{
+    PyObject *buf_obj, *keys;
+    Py_ssize_t slots, max_entries, count;
+    long long begin_ts;
+    Py_buffer phys, stamps, buf = {0};
+    if (!PyArg_ParseTuple(args, "OnnnLO!y*y*", &buf_obj, &slots, &max_entries, &count, &begin_ts,
+                          &PyList_Type, &keys, &phys, &stamps))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t k = PyList_GET_SIZE(keys);
+    if (slots <= 0 || count < 1 || count + k > max_entries || phys.len != k * 8 || stamps.len != k * 8) {
+        PyErr_SetString(PyExc_ValueError, "index_put: the keys do not fit the file or their offsets");
+        goto release;
+    }
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_WRITABLE) < 0)
+        goto release;
+    if (buf.len < INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE + max_entries * INDEX_ENTRY_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "index_put: the buffer is smaller than the index file");
+        goto release;
+    }
+    unsigned char *slot_table = (unsigned char *)buf.buf + INDEX_HEADER_SIZE;
+    unsigned char *entries = slot_table + slots * INDEX_SLOT_SIZE;
+    const int64_t *phy_at = phys.buf, *ts_at = stamps.buf;
+    long long new_slots = 0;
+    for (Py_ssize_t i = 0; i < k; i++, count++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        if (!PyUnicode_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "index_put: keys must be str");
+            goto release;
+        }
+        int32_t h = (int32_t)java_hash(0, key);
+        /* abs(); Integer.MIN_VALUE stays negative in Java and indexKeyHashMethod makes it 0 */
+        int32_t key_hash = h == INT32_MIN ? 0 : (h < 0 ? -h : h);
+        unsigned char *slot = slot_table + (key_hash % slots) * INDEX_SLOT_SIZE;
+        int32_t slot_value = (int32_t)((uint32_t)slot[0] << 24 | (uint32_t)slot[1] << 16 | (uint32_t)slot[2] << 8 | slot[3]);
+        if (slot_value <= 0 || slot_value > count)
+            slot_value = 0;
+        long long diff = 0;
+        if (begin_ts > 0) {
+            diff = (ts_at[i] - begin_ts) / 1000;
+            diff = diff < 0 ? 0 : (diff > INT32_MAX ? INT32_MAX : diff);
+        }
+        unsigned char *e = entries + count * INDEX_ENTRY_SIZE;
+        put32(e, (uint32_t)key_hash);
+        put64(e + 4, (uint64_t)phy_at[i]);
+        put32(e + 12, (uint32_t)diff);
+        put32(e + 16, (uint32_t)slot_value);
+        put32(slot, (uint32_t)count);
+        new_slots += slot_value == 0;
+    }
+    result = PyLong_FromLongLong(new_slots);
+release:
+    if (buf.obj)
+        PyBuffer_Release(&buf);
+    PyBuffer_Release(&phys);
+    PyBuffer_Release(&stamps);
+    return result;
+}
+
+/* run_units(props, prefix, phys, sizes, index_on) -> (units, keys, key_phys)
+ * A placed run's consume queue units (20 bytes each, big-endian: commit log offset, size, tags
+ * code) and, when index_on, its index keys in order with their records' offsets: per record its
+ * UNIQ_KEY, then each non-empty word of KEYS split on spaces, each as prefix + key ("topic#key"). */
+static PyObject *run_units(PyObject *self, PyObject *args)
+{
+    PyObject *props, *prefix;
+    long long phys;
+    Py_buffer sizes;
+    int index_on;
+    if (!PyArg_ParseTuple(args, "O!ULy*p", &PyList_Type, &props, &prefix, &phys, &sizes, &index_on))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(props);
+    PyObject *units = NULL, *keys = NULL, *key_phys = NULL, *result = NULL;
+    if (sizes.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "run_units: sizes do not match the records");
+        goto done;
+    }
+    const int64_t *size_at = sizes.buf;
+    units = PyBytes_FromStringAndSize(NULL, n * 20);
+    keys = PyList_New(0);
+    key_phys = PyList_New(0);
+    if (!units || !keys || !key_phys)
+        goto done;
+    unsigned char *u = (unsigned char *)PyBytes_AS_STRING(units);
+    for (Py_ssize_t i = 0; i < n; i++, u += 20) {
+        PyObject *d = PyList_GET_ITEM(props, i);
+        if (!PyDict_Check(d)) {
+            PyErr_SetString(PyExc_TypeError, "run_units: properties must be dicts");
+            goto done;
+        }
+        PyObject *tags = PyDict_GetItemWithError(d, s_tags);
+        int64_t code = 0;
+        if (tags && PyUnicode_Check(tags) && PyUnicode_GET_LENGTH(tags) > 0)
+            code = (int32_t)java_hash(0, tags);      /* tagsString2tagsCode: hashCode, as a long */
+        else if (PyErr_Occurred())
+            goto done;
+        put64(u, (uint64_t)phys);
+        put32(u + 8, (uint32_t)size_at[i]);
+        put64(u + 12, (uint64_t)code);
+        if (index_on) {
+            PyObject *words[2] = {PyDict_GetItemWithError(d, s_uniq_key), NULL};
+            if (!words[0] && PyErr_Occurred())
+                goto done;
+            words[1] = PyDict_GetItemWithError(d, s_keys);
+            if (!words[1] && PyErr_Occurred())
+                goto done;
+            PyObject *at = NULL;
+            for (int w = 0; w < 2; w++) {
+                if (!words[w] || !PyUnicode_Check(words[w]) || PyUnicode_GET_LENGTH(words[w]) == 0)
+                    continue;
+                PyObject *parts = w == 0 ? Py_NewRef(words[0]) : PyUnicode_Split(words[1], s_space, -1);
+                if (!parts)
+                    goto done;
+                Py_ssize_t m = w == 0 ? 1 : PyList_GET_SIZE(parts);
+                for (Py_ssize_t j = 0; j < m; j++) {
+                    PyObject *word = w == 0 ? parts : PyList_GET_ITEM(parts, j);
+                    if (PyUnicode_GET_LENGTH(word) == 0)
+                        continue;
+                    PyObject *key = PyUnicode_Concat(prefix, word);
+                    if (!at)
+                        at = PyLong_FromLongLong(phys);
+                    int bad = !key || !at || PyList_Append(keys, key) < 0 || PyList_Append(key_phys, at) < 0;
+                    Py_XDECREF(key);
+                    if (bad) {
+                        Py_DECREF(parts);
+                        Py_XDECREF(at);
+                        goto done;
+                    }
+                }
+                Py_DECREF(parts);
+            }
+            Py_XDECREF(at);
+        }
+        phys += size_at[i];
+    }
+    result = PyTuple_Pack(3, units, keys, key_phys);
+done:
+    Py_XDECREF(units);
+    Py_XDECREF(keys);
+    Py_XDECREF(key_phys);
+    PyBuffer_Release(&sizes);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"run_units", run_units, METH_VARARGS, "A placed run's consume queue units and index keys."},
+    {"run_prepare", run_prepare, METH_VARARGS, "A batch's messages as a run: (total, sizes, crcs) or None."},
+    {"run_write", run_write, METH_VARARGS, "Write a placed run into a writable buffer."},
+    {"msg_ids", msg_ids, METH_VARARGS, "The run's message ids."},
+    {"index_put", index_put, METH_VARARGS, "IndexFile.putKey for many keys; returns the new hash slots."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__kernel(void)
+{
+    for (int k = 0; k < N_SHARED; k++)
+        if (!(shared_names[k] = PyUnicode_InternFromString(SHARED[k])))
+            return NULL;
+    if (!(s_body = PyUnicode_InternFromString("body")) || !(s_text = PyUnicode_InternFromString("properties_text")) ||
+        !(s_flag = PyUnicode_InternFromString("flag")) || !(s_tags = PyUnicode_InternFromString("TAGS")) ||
+        !(s_keys = PyUnicode_InternFromString("KEYS")) || !(s_uniq_key = PyUnicode_InternFromString("UNIQ_KEY")) ||
+        !(s_space = PyUnicode_InternFromString(" ")))
+        return NULL;
+    return PyModule_Create(&module);
+}

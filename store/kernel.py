@@ -1,0 +1,18 @@
+"""The store's compiled kernel (`_kernel.c`), or None: the pure-Python paths then do the same work.
+
+Built by `pip install` when a C compiler is there (setup.py marks it optional). MQTOOL_NO_KERNEL=1
+in the environment turns it off, for comparing the two paths (the tests run both) and for
+benchmarks. What uses it: recordrun.py (a batch put as one run) and indexwriter.py (index entries).
+"""
+from __future__ import annotations
+
+import os
+
+kernel = None
+if os.environ.get("MQTOOL_NO_KERNEL", "") in ("", "0"):
+    try:
+        from . import _kernel as kernel
+    except ImportError:        # no compiler at install time: the pure-Python paths
+        kernel = None
+
+__all__ = ["kernel"]

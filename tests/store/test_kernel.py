@@ -1,0 +1,125 @@
+"""The store's compiled kernel (store/_kernel.c): built where a compiler is, turned off by
+MQTOOL_NO_KERNEL=1, and the same numbers as the pure-Python paths. Whole stores written with and
+without it are compared in test_recordrun.py and test_putpath.py (the `store_kernel` fixture)."""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mqtool_store import kernel as kernel_module
+from mqtool_store.commitlog import decode_record, topic_field
+from mqtool_store.javahash import index_key_hash
+from mqtool_store.messagestore import Message
+from mqtool_store.recordrun import RUN_MIN, KernelRun, prepare_run
+
+from .test_putpath import _java_min_value_string
+
+kernel = kernel_module.kernel
+needs_kernel = pytest.mark.skipif(kernel is None, reason="the store kernel is not built here")
+HOST = (b"\x0a\0\0\x01", 10911)
+
+
+def test_the_kernel_is_built_where_a_compiler_is():
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not (shutil.which(os.environ.get("CC", "cc")) and headers.exists()):
+        pytest.skip("no C compiler or Python headers: the pure-Python paths are used")
+    assert kernel is not None, "a compiler is here, yet `pip install` did not build mqtool_store._kernel"
+
+
+def test_no_kernel_in_the_environment_turns_it_off():
+    code = "from mqtool_store import kernel, recordrun; print(kernel.kernel, recordrun.kernel)"
+    env = {**os.environ, "MQTOOL_NO_KERNEL": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["None", "None"]
+
+
+@needs_kernel
+def test_index_put_hashes_as_java_does():
+    """Keys beyond ASCII (Latin-1, the BMP, surrogate pairs) and the key whose hashCode is
+    Integer.MIN_VALUE get IndexFile.indexKeyHashMethod's hash, in one slot chain."""
+    rnd = random.Random(5)
+    alphabet = "abcXYZ019#-_ éü中文\U0001F600"
+    keys = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 30))) for _ in range(300)]
+    keys += [_java_min_value_string(), "T#k", "x" * 300]
+    slots, entries = 1, len(keys) + 1
+    buf = bytearray(40 + 4 * slots + 20 * entries)
+    phys = np.arange(len(keys), dtype=np.int64) * 100
+    stamps = np.full(len(keys), 1_700_000_005_000, np.int64)
+    new = kernel.index_put(buf, slots, entries, 1, 1_700_000_000_000, keys, phys, stamps)
+    assert new == 1                                     # one slot: only the first entry starts a chain
+    got = [struct.unpack_from(">iqii", buf, 44 + 20 * n) for n in range(1, len(keys) + 1)]
+    assert [g[0] for g in got] == [index_key_hash(k) for k in keys]
+    assert [g[1] for g in got] == phys.tolist() and {g[2] for g in got} == {5}
+    assert [g[3] for g in got] == list(range(len(keys)))    # each entry points at the one before
+    assert struct.unpack_from(">i", buf, 40)[0] == len(keys)
+
+
+@needs_kernel
+def test_index_put_refuses_what_does_not_fit():
+    buf = bytearray(40 + 4 * 4 + 20 * 8)
+    one = np.zeros(1, np.int64)
+    with pytest.raises(ValueError):
+        kernel.index_put(buf, 4, 8, 8, 0, ["k"], one, one)              # the file is full
+    with pytest.raises(ValueError):
+        kernel.index_put(bytearray(40), 4, 8, 1, 0, ["k"], one, one)    # a buffer shorter than the file
+    with pytest.raises(TypeError):
+        kernel.index_put(buf, 4, 8, 1, 0, [b"k"], one, one)
+    assert buf == bytearray(len(buf))
+
+
+@needs_kernel
+def test_a_kernel_run_writes_records_that_decode():
+    msgs = [Message("Run", 3, bytes([i]) * i, {"KEYS": f"k{i}"}, f"KEYS\x01k{i}\x02é\x01ü\x02", flag=i,
+                    born_timestamp=1_700_000_000_000, born_host=(b"\xc0\xa8\0\x07", 4000)) for i in range(RUN_MIN)]
+    run = prepare_run(msgs, topic_field(b"Run"), 1 << 20, HOST)
+    assert isinstance(run, KernelRun)
+    buf = bytearray(run.total + 10)
+    run.place(5_000, 70, 1_700_000_000_999)
+    run.write(buf, 10)
+    pos, got = 10, []
+    while pos < len(buf):
+        rec = decode_record(buf, pos, check_crc=True)
+        got.append(rec)
+        pos += rec.total_size
+    assert [r.body for r in got] == [m.body for m in msgs] and all(r.crc_ok for r in got)
+    assert [r.properties_text for r in got] == [m.properties_text for m in msgs]
+    assert [(r.queue_offset, r.flag, r.store_timestamp) for r in got] == [(70 + i, i, 1_700_000_000_999) for i in range(RUN_MIN)]
+    assert got[0].physical_offset == 5_000 and run.msg_ids("0A00000100002A9F") == [r.msg_id for r in got]
+    assert [r.born_host for r in got] == ["192.168.0.7:4000"] * RUN_MIN
+
+
+@needs_kernel
+def test_a_kernel_run_refuses_a_buffer_too_small_or_a_changed_message():
+    msgs = [Message("Run", 0, b"abc", {"KEYS": "k"}, "KEYS\x01k\x02") for _ in range(RUN_MIN)]
+    run = prepare_run(msgs, topic_field(b"Run"), 1 << 20, HOST)
+    with pytest.raises(ValueError):
+        run.write(bytearray(run.total - 1), 0)
+    msgs[4].body = b"longer than it was"
+    buf = bytearray(run.total)
+    with pytest.raises(ValueError, match="changed"):
+        run.write(buf, 0)
+    assert buf == bytearray(run.total)        # nothing written
+
+
+@needs_kernel
+def test_kernel_prepare_says_not_a_run_where_the_columns_path_does():
+    msgs = [Message("T", 0, b"x", {"KEYS": "k"}, "KEYS\x01k\x02") for _ in range(RUN_MIN)]
+    tf = topic_field(b"T")
+    assert kernel.run_prepare(msgs, 1 << 20, 91 + len(tf) - 1, len) is not None
+    for change in ("reconsume_times", "prepared_transaction_offset", "born_host", "sys_flag"):
+        copy = [Message(m.topic, m.queue_id, m.body, m.properties, m.properties_text) for m in msgs]
+        setattr(copy[7], change, (b"\1\2\3\4", 5) if change == "born_host" else 1)
+        assert kernel.run_prepare(copy, 1 << 20, 91, len) is None, change
+    assert kernel.run_prepare(msgs, 0, 91, len) is None                # a body over maxMessageSize
+    msgs[3].properties_text = None
+    assert kernel.run_prepare(msgs, 1 << 20, 91, len) is None
+    assert prepare_run(msgs, tf, 1 << 20, HOST) is not None            # the columns path formats it
