@@ -33,7 +33,7 @@ static const char *SHARED[] = {"topic", "queue_id", "sys_flag", "born_host", "bo
                                "reconsume_times", "prepared_transaction_offset"};
 #define N_SHARED 7
 static PyObject *shared_names[N_SHARED];
-static PyObject *s_body, *s_text, *s_flag, *s_tags, *s_keys, *s_uniq_key, *s_space;
+static PyObject *s_body, *s_text, *s_flag, *s_props, *s_tags, *s_keys, *s_uniq_key, *s_space;
 
 static void put32(unsigned char *p, uint32_t v)
 {
@@ -46,10 +46,11 @@ static void put64(unsigned char *p, uint64_t v)
     put32(p + 4, (uint32_t)v);
 }
 
-/* run_prepare(msgs, max_body, fixed, crc) -> (total, sizes, crcs) | None
- * sizes: native int64 per record, crcs: native int32 (masked to 31 bits). None when the messages
- * are not a run: a shared field differs, a body is not bytes or longer than max_body, a
- * properties text is missing or longer than 32767 bytes. */
+/* run_prepare(msgs, max_body, fixed, crc) -> (total, sizes, crcs, props) | None
+ * sizes: native int64 per record, crcs: native int32 (masked to 31 bits), props: each message's
+ * properties dict. None when the messages are not a run for this path: a shared field differs,
+ * a body is not bytes or longer than max_body, a properties text is missing or longer than
+ * 32767 bytes, a properties dict is empty (the caller's Python path fills those in). */
 static PyObject *run_prepare(PyObject *self, PyObject *args)
 {
     PyObject *msgs, *crc;
@@ -62,8 +63,9 @@ static PyObject *run_prepare(PyObject *self, PyObject *args)
     PyObject *first[N_SHARED] = {0};
     PyObject *sizes = PyBytes_FromStringAndSize(NULL, n * 8);
     PyObject *crcs = PyBytes_FromStringAndSize(NULL, n * 4);
+    PyObject *props = PyList_New(n);
     PyObject *result = NULL;
-    if (!sizes || !crcs)
+    if (!sizes || !crcs || !props)
         goto done;
     int64_t *size_at = (int64_t *)PyBytes_AS_STRING(sizes);
     int32_t *crc_at = (int32_t *)PyBytes_AS_STRING(crcs);
@@ -88,6 +90,12 @@ static PyObject *run_prepare(PyObject *self, PyObject *args)
                     goto not_a_run;
             }
         }
+        PyObject *d = PyObject_GetAttr(m, s_props);
+        if (!d)
+            goto done;
+        PyList_SET_ITEM(props, i, d);
+        if (!PyDict_Check(d) || PyDict_GET_SIZE(d) == 0)
+            goto not_a_run;
         PyObject *body = PyObject_GetAttr(m, s_body);
         if (!body)
             goto done;
@@ -120,7 +128,7 @@ static PyObject *run_prepare(PyObject *self, PyObject *args)
         size_at[i] = fixed + body_len + text_len;
         total += size_at[i];
     }
-    result = Py_BuildValue("LOO", total, sizes, crcs);
+    result = Py_BuildValue("LOOO", total, sizes, crcs, props);
     goto done;
 not_a_run:
     result = Py_NewRef(Py_None);
@@ -129,6 +137,7 @@ done:
         Py_XDECREF(first[k]);
     Py_XDECREF(sizes);
     Py_XDECREF(crcs);
+    Py_XDECREF(props);
     return result;
 }
 
@@ -452,7 +461,7 @@ PyMODINIT_FUNC PyInit__kernel(void)
         if (!(shared_names[k] = PyUnicode_InternFromString(SHARED[k])))
             return NULL;
     if (!(s_body = PyUnicode_InternFromString("body")) || !(s_text = PyUnicode_InternFromString("properties_text")) ||
-        !(s_flag = PyUnicode_InternFromString("flag")) || !(s_tags = PyUnicode_InternFromString("TAGS")) ||
+        !(s_flag = PyUnicode_InternFromString("flag")) || !(s_props = PyUnicode_InternFromString("properties")) || !(s_tags = PyUnicode_InternFromString("TAGS")) ||
         !(s_keys = PyUnicode_InternFromString("KEYS")) || !(s_uniq_key = PyUnicode_InternFromString("UNIQ_KEY")) ||
         !(s_space = PyUnicode_InternFromString(" ")))
         return NULL;

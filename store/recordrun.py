@@ -133,15 +133,14 @@ def prepare_run(msgs, topic_part: bytes, max_body: int, store_host: tuple[bytes,
         born_ip, born_port = first.born_host
         if len(born_ip) != 4 or first.sys_flag & TRANSACTION_TYPE_MASK or first.topic == SCHEDULE_TOPIC:
             return None
-        props = [m.properties for m in msgs]
-        got = kernel.run_prepare(list(msgs), max_body, MSG_FIXED_SIZE_V4 - 1 + len(topic_part), crc32) \
-            if all(props) else None
+        msgs = list(msgs)
+        got = kernel.run_prepare(msgs, max_body, MSG_FIXED_SIZE_V4 - 1 + len(topic_part), crc32)
         if got is not None:
-            total, raw_sizes, crcs = got
+            total, raw_sizes, crcs, props = got
             row = FIXED_V4.pack(0, MESSAGE_MAGIC, 0, first.queue_id, 0, 0, 0, first.sys_flag, first.born_timestamp,
                                 born_ip, born_port, 0, store_host[0], store_host[1], first.reconsume_times,
                                 first.prepared_transaction_offset, 0)
-            return KernelRun(first.topic, first.queue_id, list(msgs), props, np.frombuffer(raw_sizes, np.int64),
+            return KernelRun(first.topic, first.queue_id, msgs, props, np.frombuffer(raw_sizes, np.int64),
                              raw_sizes, crcs, row, topic_part, total)
     return _prepare_columns(msgs, topic_part, max_body, store_host)
 

@@ -120,6 +120,11 @@ def test_kernel_prepare_says_not_a_run_where_the_columns_path_does():
         setattr(copy[7], change, (b"\1\2\3\4", 5) if change == "born_host" else 1)
         assert kernel.run_prepare(copy, 1 << 20, 91, len) is None, change
     assert kernel.run_prepare(msgs, 0, 91, len) is None                # a body over maxMessageSize
+    total, _, _, props = kernel.run_prepare(msgs, 1 << 20, 91, len)
+    assert total == RUN_MIN * (91 + 1 + 7) and props == [m.properties for m in msgs]
+    unparsed = [Message("T", 0, b"x", {}, "KEYS\x01k\x02") for _ in range(RUN_MIN)]
+    assert kernel.run_prepare(unparsed, 1 << 20, 91, len) is None      # properties not parsed yet
+    assert prepare_run(unparsed, tf, 1 << 20, HOST).props[0] == {"KEYS": "k"}
     msgs[3].properties_text = None
     assert kernel.run_prepare(msgs, 1 << 20, 91, len) is None
     assert prepare_run(msgs, tf, 1 << 20, HOST) is not None            # the columns path formats it
