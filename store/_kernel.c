@@ -46,9 +46,9 @@ static void put64(unsigned char *p, uint64_t v)
     put32(p + 4, (uint32_t)v);
 }
 
-/* run_prepare(msgs, max_body, fixed, crc) -> (total, sizes, crcs, props) | None
+/* run_prepare(msgs, max_body, fixed, crc) -> (total, sizes, crcs, props, parts, flags) | None
  * sizes: native int64 per record, crcs: native int32 (masked to 31 bits), props: each message's
- * properties dict. None when the messages are not a run for this path: a shared field differs,
+ * properties dict, parts: [body, properties text] per record in one list, flags: native int32. None when the messages are not a run for this path: a shared field differs,
  * a body is not bytes or longer than max_body, a properties text is missing or longer than
  * 32767 bytes, a properties dict is empty (the caller's Python path fills those in). */
 static PyObject *run_prepare(PyObject *self, PyObject *args)
@@ -64,11 +64,14 @@ static PyObject *run_prepare(PyObject *self, PyObject *args)
     PyObject *sizes = PyBytes_FromStringAndSize(NULL, n * 8);
     PyObject *crcs = PyBytes_FromStringAndSize(NULL, n * 4);
     PyObject *props = PyList_New(n);
+    PyObject *parts = PyList_New(2 * n);
+    PyObject *flags = PyBytes_FromStringAndSize(NULL, n * 4);
     PyObject *result = NULL;
-    if (!sizes || !crcs || !props)
+    if (!sizes || !crcs || !props || !parts || !flags)
         goto done;
     int64_t *size_at = (int64_t *)PyBytes_AS_STRING(sizes);
     int32_t *crc_at = (int32_t *)PyBytes_AS_STRING(crcs);
+    int32_t *flag_at = (int32_t *)PyBytes_AS_STRING(flags);
     long long total = 0;
     for (int k = 0; k < N_SHARED; k++) {
         first[k] = PyObject_GetAttr(PyList_GET_ITEM(msgs, 0), shared_names[k]);
@@ -104,20 +107,22 @@ static PyObject *run_prepare(PyObject *self, PyObject *args)
             Py_DECREF(body);
             goto done;
         }
+        PyList_SET_ITEM(parts, 2 * i, body);
+        PyList_SET_ITEM(parts, 2 * i + 1, text);
         Py_ssize_t body_len = PyBytes_Check(body) ? PyBytes_GET_SIZE(body) : -1;
         Py_ssize_t text_len = -1;
-        if (PyUnicode_Check(text) && !PyUnicode_AsUTF8AndSize(text, &text_len)) {
-            Py_DECREF(body);
-            Py_DECREF(text);
+        if (PyUnicode_Check(text) && !PyUnicode_AsUTF8AndSize(text, &text_len))
             goto done;
-        }
-        Py_DECREF(text);
-        if (body_len < 0 || body_len > max_body || text_len < 0 || text_len > MAX_PROPS) {
-            Py_DECREF(body);
+        if (body_len < 0 || body_len > max_body || text_len < 0 || text_len > MAX_PROPS)
             goto not_a_run;
-        }
+        PyObject *flag = PyObject_GetAttr(m, s_flag);
+        if (!flag)
+            goto done;
+        flag_at[i] = (int32_t)PyLong_AsLong(flag);
+        Py_DECREF(flag);
+        if (PyErr_Occurred())
+            goto done;
         PyObject *c = PyObject_CallOneArg(crc, body);
-        Py_DECREF(body);
         if (!c)
             goto done;
         unsigned long v = PyLong_AsUnsignedLongMask(c);
@@ -128,7 +133,7 @@ static PyObject *run_prepare(PyObject *self, PyObject *args)
         size_at[i] = fixed + body_len + text_len;
         total += size_at[i];
     }
-    result = Py_BuildValue("LOOO", total, sizes, crcs, props);
+    result = Py_BuildValue("LOOOOO", total, sizes, crcs, props, parts, flags);
     goto done;
 not_a_run:
     result = Py_NewRef(Py_None);
@@ -138,6 +143,8 @@ done:
     Py_XDECREF(sizes);
     Py_XDECREF(crcs);
     Py_XDECREF(props);
+    Py_XDECREF(parts);
+    Py_XDECREF(flags);
     return result;
 }
 
@@ -149,25 +156,27 @@ struct piece {
     int32_t flag;
 };
 
-/* run_write(msgs, buf, pos, row, topic_part, sizes, crcs, phys, queue_offset, store_ts)
+/* run_write(parts, flags, buf, pos, row, topic_part, sizes, crcs, phys, queue_offset, store_ts)
  * Writes the run at buf[pos:]: per record the 88-byte row with its size, CRC, flag, queue offset,
  * commit log offset, store time and body length filled in, the body, topic_part (TOPICLENGTH +
- * TOPIC), PROPERTIESLENGTH and the properties. The messages are those run_prepare accepted. */
+ * TOPIC), PROPERTIESLENGTH and the properties. parts, flags, sizes and crcs are run_prepare's. */
 static PyObject *run_write(PyObject *self, PyObject *args)
 {
-    PyObject *msgs, *buf_obj;
+    PyObject *parts, *buf_obj;
     Py_ssize_t pos;
-    Py_buffer row, topic, sizes, crcs;
+    Py_buffer row, topic, sizes, crcs, flags;
     long long phys, queue_offset, store_ts;
-    if (!PyArg_ParseTuple(args, "O!Ony#y#y*y*LLL", &PyList_Type, &msgs, &buf_obj, &pos, &row.buf, &row.len,
-                          &topic.buf, &topic.len, &sizes, &crcs, &phys, &queue_offset, &store_ts))
+    if (!PyArg_ParseTuple(args, "O!y*Ony#y#y*y*LLL", &PyList_Type, &parts, &flags, &buf_obj, &pos, &row.buf,
+                          &row.len, &topic.buf, &topic.len, &sizes, &crcs, &phys, &queue_offset, &store_ts))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    Py_ssize_t n = PyList_GET_SIZE(parts) / 2;
     PyObject *result = NULL;
     struct piece *pieces = NULL;
     Py_buffer buf = {0};
-    if (row.len != FIXED_SIZE || sizes.len != n * 8 || crcs.len != n * 4) {
-        PyErr_SetString(PyExc_ValueError, "run_write: row, sizes or crcs do not match the messages");
+    const int32_t *flag_at = flags.buf;
+    if (row.len != FIXED_SIZE || PyList_GET_SIZE(parts) != 2 * n || sizes.len != n * 8 || crcs.len != n * 4 ||
+            flags.len != n * 4) {
+        PyErr_SetString(PyExc_ValueError, "run_write: row, sizes, crcs or flags do not match the records");
         goto release;
     }
     if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_WRITABLE) < 0)
@@ -186,28 +195,21 @@ static PyObject *run_write(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto release;
     }
-    /* Under the GIL: borrow each body and properties text (the list keeps them alive). */
+    /* Borrow each body and properties text (the list keeps them alive). */
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *m = PyList_GET_ITEM(msgs, i);
-        PyObject *body = PyObject_GetAttr(m, s_body);
-        PyObject *text = body ? PyObject_GetAttr(m, s_text) : NULL;
-        PyObject *flag = text ? PyObject_GetAttr(m, s_flag) : NULL;
-        int ok = flag && PyBytes_Check(body) && PyUnicode_Check(text);
+        PyObject *body = PyList_GET_ITEM(parts, 2 * i), *text = PyList_GET_ITEM(parts, 2 * i + 1);
+        int ok = PyBytes_Check(body) && PyUnicode_Check(text);
         if (ok) {
             pieces[i].body = PyBytes_AS_STRING(body);
             pieces[i].body_len = PyBytes_GET_SIZE(body);
             pieces[i].text = PyUnicode_AsUTF8AndSize(text, &pieces[i].text_len);
-            pieces[i].flag = (int32_t)PyLong_AsLong(flag);
-            ok = pieces[i].text && !PyErr_Occurred() &&
+            pieces[i].flag = flag_at[i];
+            ok = pieces[i].text &&
                  size_at[i] == FIXED_SIZE + topic.len + 2 + pieces[i].body_len + pieces[i].text_len;
         }
-        /* The message object holds body and text, and msgs holds the message. */
-        Py_XDECREF(body);
-        Py_XDECREF(text);
-        Py_XDECREF(flag);
         if (!ok) {
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "run_write: a message changed since run_prepare");
+                PyErr_SetString(PyExc_ValueError, "run_write: a record's parts do not match its size");
             goto release;
         }
     }
@@ -243,6 +245,7 @@ release:
         PyBuffer_Release(&buf);
     PyBuffer_Release(&sizes);
     PyBuffer_Release(&crcs);
+    PyBuffer_Release(&flags);
     return result;
 }
 

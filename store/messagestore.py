@@ -42,7 +42,7 @@ PREWRITE_CHUNK = 8 << 20   # per turn: the thread waits for the GIL (up to a swi
 PREWRITE_IDLE_S = 0.02
 PREWRITE_GAP = 2 << 20     # a chunk starts this far ahead at least: puts do not catch up with it
 DISPATCH_BATCH = 4096      # pending records a put dispatches itself (the dispatch thread usually comes first)
-DISPATCH_RUNS = 128        # ... when the last put was a run (recordrun.py: a pending item of RUN_MIN records or more)
+DISPATCH_RUNS = 128        # ... when the last put was a run (recordrun.py: one pending item for a batch)
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 

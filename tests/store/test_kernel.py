@@ -98,16 +98,18 @@ def test_a_kernel_run_writes_records_that_decode():
 
 
 @needs_kernel
-def test_a_kernel_run_refuses_a_buffer_too_small_or_a_changed_message():
+def test_a_kernel_run_refuses_a_buffer_too_small_or_parts_that_do_not_match():
     msgs = [Message("Run", 0, b"abc", {"KEYS": "k"}, "KEYS\x01k\x02") for _ in range(RUN_MIN)]
     run = prepare_run(msgs, topic_field(b"Run"), 1 << 20, HOST)
     with pytest.raises(ValueError):
         run.write(bytearray(run.total - 1), 0)
-    msgs[4].body = b"longer than it was"
+    msgs[4].body = b"changed after the run was prepared"      # the run keeps what it was given
     buf = bytearray(run.total)
-    with pytest.raises(ValueError, match="changed"):
-        run.write(buf, 0)
-    assert buf == bytearray(run.total)        # nothing written
+    run.write(buf, 0)
+    assert decode_record(buf, 4 * (run.total // RUN_MIN)).body == b"abc"
+    run.parts[8] = b"longer than it was"
+    with pytest.raises(ValueError, match="do not match"):
+        run.write(bytearray(run.total), 0)
 
 
 @needs_kernel
@@ -120,8 +122,9 @@ def test_kernel_prepare_says_not_a_run_where_the_columns_path_does():
         setattr(copy[7], change, (b"\1\2\3\4", 5) if change == "born_host" else 1)
         assert kernel.run_prepare(copy, 1 << 20, 91, len) is None, change
     assert kernel.run_prepare(msgs, 0, 91, len) is None                # a body over maxMessageSize
-    total, _, _, props = kernel.run_prepare(msgs, 1 << 20, 91, len)
+    total, _, _, props, parts, _ = kernel.run_prepare(msgs, 1 << 20, 91, len)
     assert total == RUN_MIN * (91 + 1 + 7) and props == [m.properties for m in msgs]
+    assert parts == [x for m in msgs for x in (m.body, m.properties_text)]
     unparsed = [Message("T", 0, b"x", {}, "KEYS\x01k\x02") for _ in range(RUN_MIN)]
     assert kernel.run_prepare(unparsed, 1 << 20, 91, len) is None      # properties not parsed yet
     assert prepare_run(unparsed, tf, 1 << 20, HOST).props[0] == {"KEYS": "k"}
