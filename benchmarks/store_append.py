@@ -9,8 +9,9 @@ Reports, in one run on the same disk:
     record is dispatched to its consume queue and the index, and the messages are built before
     it starts (the broker builds them, not the store);
   * ASYNC_FLUSH batches of 16, 128 and 512 messages of 1 KiB (put_batch, as a SEND_BATCH_MESSAGE
-    is stored: 128 and 512 as runs of one topic and queue, store/recordrun.py; 16 is below
-    RUN_MIN and takes the record-by-record loop), same ratios;
+    is stored: runs of one topic and queue, store/recordrun.py, through the store kernel when it
+    is built, "kernel" in the output; without it 16 is below RUN_MIN and takes the
+    record-by-record loop), same ratios;
   * SYNC_FLUSH with 1, 16 and 64 writer threads (msg/s; group commit shares fsyncs: rounds), and
     with 64 writers as tasks on one asyncio loop, each waiting on a future the flusher releases
     (how the broker's sends wait: mqtool/broker/flushwait.py);
@@ -38,6 +39,7 @@ from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mqtool_store.kernel import kernel  # noqa: E402
 from mqtool_store.messagestore import Message, MessageStore  # noqa: E402
 from mqtool_store.storeconfig import MessageStoreConfig  # noqa: E402
 
@@ -240,7 +242,8 @@ def main() -> int:
         sync_loop = {key: median(r["sync_loop"][key] for r in runs) for key in runs[0]["sync_loop"]}
         recovery = recovery_run(base / "a1024")
         result = {
-            "machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
+            "machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
+                        "kernel": kernel is not None},
             "data": {"mib_per_append_run": mib, "sync_seconds": secs, "mode": "ASYNC_FLUSH unless noted",
                      "disk": str(base), "repeat": repeat, "figures": "medians of the runs"},
             "baseline": {"raw_sequential_write_MBps": round(raw, 1)},
