@@ -260,6 +260,12 @@ static PyObject *msg_ids(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t n = sizes.len / 8;
     const int64_t *size_at = sizes.buf;
+    for (Py_ssize_t k = 0; k < prefix_len; k++)
+        if ((unsigned char)prefix[k] > 127) {
+            PyErr_SetString(PyExc_ValueError, "msg_ids: the prefix must be ASCII (hex digits)");
+            PyBuffer_Release(&sizes);
+            return NULL;
+        }
     PyObject *ids = PyList_New(n);
     static const char hex[] = "0123456789ABCDEF";
     for (Py_ssize_t i = 0; ids && i < n; i++) {

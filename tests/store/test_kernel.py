@@ -17,7 +17,8 @@ import pytest
 
 from mqtool_store import kernel as kernel_module
 from mqtool_store.commitlog import decode_record, topic_field
-from mqtool_store.javahash import index_key_hash
+from mqtool_store.consumequeue import CQ_DTYPE
+from mqtool_store.javahash import index_key_hash, tags_code
 from mqtool_store.messagestore import Message
 from mqtool_store.recordrun import RUN_MIN, KernelRun, prepare_run
 
@@ -131,3 +132,41 @@ def test_kernel_prepare_says_not_a_run_where_the_columns_path_does():
     msgs[3].properties_text = None
     assert kernel.run_prepare(msgs, 1 << 20, 91, len) is None
     assert prepare_run(msgs, tf, 1 << 20, HOST) is not None            # the columns path formats it
+
+
+@needs_kernel
+def test_run_units_are_the_dispatch_rule():
+    """Tags codes (String.hashCode, beyond ASCII too) and index keys (UNIQ_KEY, then each
+    non-empty word of KEYS) as Dispatch's record-by-record rule makes them."""
+    tags = ["A", "", None, "é", "中文", "\U0001F600x", _java_min_value_string()]
+    keys = [None, "", "k1", " lead", "x  y", "a b c", "ü\U0001F600"]
+    uniqs = [None, "", "0A0000010000", "U2"]
+    rnd = random.Random(9)
+    props = []
+    for _ in range(200):
+        p = {"WAIT": "true"}
+        for name, pool in (("TAGS", tags), ("KEYS", keys), ("UNIQ_KEY", uniqs)):
+            v = rnd.choice(pool)
+            if v is not None:
+                p[name] = v
+        props.append(p)
+    sizes = np.array([rnd.randrange(100, 3000) for _ in props], np.int64)
+    units, got_keys, got_phys = kernel.run_units(props, "Topic#", 1000, sizes, True)
+    table = np.frombuffer(units, CQ_DTYPE)
+    offsets = (np.cumsum(sizes) - sizes + 1000).tolist()
+    assert table["offset"].tolist() == offsets and table["size"].tolist() == sizes.tolist()
+    assert table["tags_code"].tolist() == [tags_code(p.get("TAGS")) for p in props]
+    want_keys, want_phys = [], []
+    for p, at in zip(props, offsets):
+        words = ([p["UNIQ_KEY"]] if p.get("UNIQ_KEY") else []) + [w for w in p.get("KEYS", "").split(" ") if w]
+        want_keys += ["Topic#" + w for w in words]
+        want_phys += [at] * len(words)
+    assert (got_keys, got_phys) == (want_keys, want_phys)
+    assert kernel.run_units(props, "Topic#", 1000, sizes, False)[1:] == ([], [])
+
+
+@needs_kernel
+def test_msg_ids_refuse_a_prefix_that_is_not_ascii():
+    with pytest.raises(ValueError):
+        kernel.msg_ids("é", 0, np.zeros(1, np.int64))
+    assert kernel.msg_ids("AB", 255, np.array([1, 2], np.int64)) == ["AB00000000000000FF", "AB0000000000000100"]
