@@ -170,3 +170,15 @@ def test_msg_ids_refuse_a_prefix_that_is_not_ascii():
     with pytest.raises(ValueError):
         kernel.msg_ids("é", 0, np.zeros(1, np.int64))
     assert kernel.msg_ids("AB", 255, np.array([1, 2], np.int64)) == ["AB00000000000000FF", "AB0000000000000100"]
+
+
+@needs_kernel
+def test_queue_totals_refuse_columns_outside_the_buffer():
+    one = np.zeros(1, np.int64)
+    with pytest.raises(ValueError, match="outside"):
+        kernel.queue_totals(bytes(60), one, one, one, one)           # a header needs 64 bytes
+    with pytest.raises(ValueError, match="outside"):
+        kernel.queue_totals(bytes(100), one, one, np.array([90]), np.array([20]))     # the topic runs past the end
+    with pytest.raises(ValueError, match="length"):
+        kernel.queue_totals(bytes(100), one, np.zeros(2, np.int64), one, one)
+    assert kernel.queue_totals(bytes(100), np.zeros(0, np.int64), *[np.zeros(0, np.int64)] * 3) == []

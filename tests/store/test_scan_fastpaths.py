@@ -229,7 +229,7 @@ def reference_stats(directory) -> dict:
     (13, 3, 32),        # 2 files on 3 threads: one file after the other, chunks on the threads
 ])
 @pytest.mark.parametrize("how", [None, "garbage", "size", "magic", "zeros", "body_len"])
-def test_commitlog_stats_are_a_per_record_count(tmp_path, monkeypatch, how, table_chunk, workers, file_kib):
+def test_commitlog_stats_are_a_per_record_count(tmp_path, monkeypatch, how, table_chunk, workers, file_kib, store_kernel):
     monkeypatch.setattr(logscan, "_TABLE_CHUNK", table_chunk)
     d = tmp_path / "commitlog"
     files = write_commitlog(d, varied_records(300), file_size=file_kib * 1024)
@@ -269,7 +269,7 @@ def test_an_interrupted_stats_starts_no_more_files(tmp_path):
     assert len(started) <= 5, started       # the first, those running, at most one more each
 
 
-def test_many_queues_take_the_sort_path(tmp_path):
+def test_many_queues_take_the_sort_path(tmp_path, store_kernel):
     recs = [new_record(f"T{i % 5}", b"x", queue_id=(i * 7919) % 2_000_000, queue_offset=i, store_timestamp=i)
             for i in range(400)]
     d = tmp_path / "commitlog"
