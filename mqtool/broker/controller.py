@@ -28,6 +28,7 @@ from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import HeaderError, RemotingError
 from mqtool_remoting.transport import Connection, RemotingClient, Server
 from mqtool_store.codes import Prop
+from mqtool_store.kernel import kernel as store_kernel
 from mqtool_store.messagestore import MessageStore, PutResult, PutStatus
 from mqtool_store.storeconfig import (BROKER_ROLES, SLAVE, STORE_KEYS, SYNC_MASTER, MessageStoreConfig,
                                       apply_store_properties)
@@ -209,6 +210,8 @@ class BrokerController:
         log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
                  self.config.brokerName, self.config.broker_addr, self.config.namesrvAddr or "(none)")
         log.info("%s", self.role_line())
+        log.info("store kernel (compiled batch puts): %s", "on" if store_kernel is not None else
+                 "off (not built at install, or MQTOOL_NO_KERNEL=1): batch puts take the pure-Python path")
         return self
 
     @property
