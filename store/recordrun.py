@@ -126,6 +126,12 @@ class KernelRun:
         return kernel.msg_ids(prefix, self.placed[0], self.raw_sizes)
 
 
+def _shared_row(queue_id, sys_flag, born_ts, born_ip, born_port, store_host, reconsume, prepared) -> bytes:
+    """The fixed part of every record of a run: the shared fields set, the rest zero."""
+    return FIXED_V4.pack(0, MESSAGE_MAGIC, 0, queue_id, 0, 0, 0, sys_flag, born_ts, born_ip, born_port, 0,
+                         store_host[0], store_host[1], reconsume, prepared, 0)
+
+
 def prepare_run(msgs, topic_part: bytes, max_body: int, store_host: tuple[bytes, int]):
     """The run of `msgs` (a RecordRun or KernelRun), or None when they are not one (the caller
     takes the general path)."""
@@ -141,9 +147,8 @@ def prepare_run(msgs, topic_part: bytes, max_body: int, store_host: tuple[bytes,
         got = kernel.run_prepare(msgs, max_body, MSG_FIXED_SIZE_V4 - 1 + len(topic_part), crc32)
         if got is not None:
             total, raw_sizes, crcs, props, parts, flags = got
-            row = FIXED_V4.pack(0, MESSAGE_MAGIC, 0, first.queue_id, 0, 0, 0, first.sys_flag, first.born_timestamp,
-                                born_ip, born_port, 0, store_host[0], store_host[1], first.reconsume_times,
-                                first.prepared_transaction_offset, 0)
+            row = _shared_row(first.queue_id, first.sys_flag, first.born_timestamp, born_ip, born_port, store_host,
+                              first.reconsume_times, first.prepared_transaction_offset)
             return KernelRun(first.topic, first.queue_id, parts, flags, props, np.frombuffer(raw_sizes, np.int64),
                              raw_sizes, crcs, row, topic_part, total)
     return _prepare_columns(msgs, topic_part, max_body, store_host)
@@ -175,8 +180,7 @@ def _prepare_columns(msgs, topic_part: bytes, max_body: int, store_host: tuple[b
         return None
     sizes = lengths + raw_lengths + (MSG_FIXED_SIZE_V4 - 1 + len(topic_part))
     # Every record's header starts as one packed row (the shared fields); numpy fills in the rest.
-    row = FIXED_V4.pack(0, MESSAGE_MAGIC, 0, queue_id, 0, 0, 0, sys_flag, born_ts, born_ip, born_port, 0,
-                        store_host[0], store_host[1], reconsume, prepared, 0)
+    row = _shared_row(queue_id, sys_flag, born_ts, born_ip, born_port, store_host, reconsume, prepared)
     header = np.frombuffer(bytearray(row * n), HEADER_V4)
     header["size"] = sizes
     header["crc"] = np.fromiter(map(crc32, bodies), np.int64, n) & 0x7FFFFFFF
