@@ -6,6 +6,7 @@
  *   msg_ids      the run's message ids: the store host prefix + each record's offset in hex
  *   run_units    a placed run's consume queue units and index keys (the dispatch)
  *   queue_totals `store stats`: per (topic, queue) totals of a chunk of records
+ *   parse_properties  a record's properties string as a dict (every put and read decodes them)
  *   index_put    IndexFile.putKey for many keys in order, into a mapped index file
  *
  * Layouts: spec/commitlog.md (a V1 record with IPv4 hosts: an 88-byte fixed part), spec/index.md.
@@ -455,6 +456,40 @@ done:
     return result;
 }
 
+/* parse_properties(text) -> dict: MessageDecoder.string2messageProperties. Pieces split on 0x02;
+ * a piece is kept when both sides of its first 0x01 are non-empty; the last duplicate wins. */
+static PyObject *parse_properties(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "parse_properties: text must be str");
+        return NULL;
+    }
+    PyObject *props = PyDict_New();
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), start = 0;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    while (props && start < n) {
+        Py_ssize_t end = start, eq = -1;
+        for (; end < n; end++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, end);
+            if (c == 0x02)
+                break;
+            if (c == 0x01 && eq < 0)
+                eq = end;
+        }
+        if (eq > start && eq + 1 < end) {
+            PyObject *key = PyUnicode_Substring(text, start, eq);
+            PyObject *value = key ? PyUnicode_Substring(text, eq + 1, end) : NULL;
+            if (!value || PyDict_SetItem(props, key, value) < 0)
+                Py_CLEAR(props);
+            Py_XDECREF(key);
+            Py_XDECREF(value);
+        }
+        start = end + 1;
+    }
+    return props;
+}
+
 /* The per-(topic, queue) totals of `store stats`: one hash table entry per distinct topic bytes
  * and queue id, the topic compared by its bytes in the buffer. */
 struct total {
@@ -587,6 +622,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"parse_properties", parse_properties, METH_O, "A properties string as a dict (string2messageProperties)."},
     {"queue_totals", queue_totals, METH_VARARGS, "Per (topic, queue) totals of a header table's records."},
     {"run_units", run_units, METH_VARARGS, "A placed run's consume queue units and index keys."},
     {"run_prepare", run_prepare, METH_VARARGS, "A batch's messages as a run: (total, sizes, crcs) or None."},

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
-from mqtool_store import kernel as kernel_module
+from mqtool_store import kernel as kernel_module, properties
 from mqtool_store.commitlog import decode_record, topic_field
 from mqtool_store.consumequeue import CQ_DTYPE
 from mqtool_store.javahash import index_key_hash, tags_code
@@ -182,3 +183,15 @@ def test_queue_totals_refuse_columns_outside_the_buffer():
     with pytest.raises(ValueError, match="length"):
         kernel.queue_totals(bytes(100), one, np.zeros(2, np.int64), one, one)
     assert kernel.queue_totals(bytes(100), np.zeros(0, np.int64), *[np.zeros(0, np.int64)] * 3) == []
+
+
+@needs_kernel
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(["\x01", "\x02", "KEYS", "TAGS", "", " ", "é", "中", "\U0001F600"]),
+                          st.text(max_size=6)), max_size=20).map("".join))
+def test_parse_properties_is_string2messageProperties(text):
+    """Pieces kept only with a key and a value around their first 0x01, the last duplicate
+    winning, in the first one's place: the C parse, the Python parse and the exact rule agree."""
+    got = kernel.parse_properties(text)
+    assert list(got.items()) == list(properties._parse_strict(text).items())
+    assert list(got.items()) == list(properties._parse_python(text).items())
