@@ -121,10 +121,17 @@ static PyObject *run_prepare(PyObject *self, PyObject *args)
         PyObject *flag = PyObject_GetAttr(m, s_flag);
         if (!flag)
             goto done;
-        flag_at[i] = (int32_t)PyLong_AsLong(flag);
+        long flag_value = PyLong_AsLong(flag);
         Py_DECREF(flag);
-        if (PyErr_Occurred())
-            goto done;
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError) && !PyErr_ExceptionMatches(PyExc_TypeError))
+                goto done;
+            PyErr_Clear();
+            goto not_a_run;
+        }
+        if (flag_value < INT32_MIN || flag_value > INT32_MAX)
+            goto not_a_run;                 /* the general path refuses it as struct.pack does */
+        flag_at[i] = (int32_t)flag_value;
         PyObject *c = PyObject_CallOneArg(crc, body);
         if (!c)
             goto done;

@@ -124,6 +124,10 @@ def test_kernel_prepare_says_not_a_run_where_the_columns_path_does():
         setattr(copy[7], change, (b"\1\2\3\4", 5) if change == "born_host" else 1)
         assert kernel.run_prepare(copy, 1 << 20, 91, len) is None, change
     assert kernel.run_prepare(msgs, 0, 91, len) is None                # a body over maxMessageSize
+    for flag in (1 << 31, "7"):                                          # not a Java int: the general path
+        odd = [Message(m.topic, m.queue_id, m.body, m.properties, m.properties_text) for m in msgs]
+        odd[2].flag = flag
+        assert kernel.run_prepare(odd, 1 << 20, 91, len) is None
     total, _, _, props, parts, _ = kernel.run_prepare(msgs, 1 << 20, 91, len)
     assert total == RUN_MIN * (91 + 1 + 7) and props == [m.properties for m in msgs]
     assert parts == [x for m in msgs for x in (m.body, m.properties_text)]
