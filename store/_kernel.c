@@ -51,9 +51,10 @@ static void put64(unsigned char *p, uint64_t v)
 
 /* run_prepare(msgs, max_body, fixed, crc) -> (total, sizes, crcs, props, parts, flags) | None
  * sizes: native int64 per record, crcs: native int32 (masked to 31 bits), props: each message's
- * properties dict, parts: [body, properties text] per record in one list, flags: native int32. None when the messages are not a run for this path: a shared field differs,
- * a body is not bytes or longer than max_body, a properties text is missing or longer than
- * 32767 bytes, a properties dict is empty (the caller's Python path fills those in). */
+ * properties dict, parts: [body, properties text] per record in one list, flags: native int32.
+ * None when the messages are not a run for this path: a shared field differs, a body is not
+ * bytes or longer than max_body, a properties text is missing or longer than 32767 bytes, a
+ * properties dict is empty (the caller's Python path fills those in), a flag is not a Java int. */
 static PyObject *run_prepare(PyObject *self, PyObject *args)
 {
     PyObject *msgs, *crc;
