@@ -164,7 +164,6 @@ struct piece {
     Py_ssize_t body_len;
     const char *text;
     Py_ssize_t text_len;
-    int32_t flag;
 };
 
 /* run_write(parts, flags, buf, pos, row, topic_part, sizes, crcs, phys, queue_offset, store_ts)
@@ -214,7 +213,6 @@ static PyObject *run_write(PyObject *self, PyObject *args)
             pieces[i].body = PyBytes_AS_STRING(body);
             pieces[i].body_len = PyBytes_GET_SIZE(body);
             pieces[i].text = PyUnicode_AsUTF8AndSize(text, &pieces[i].text_len);
-            pieces[i].flag = flag_at[i];
             ok = pieces[i].text &&
                  size_at[i] == FIXED_SIZE + topic.len + 2 + pieces[i].body_len + pieces[i].text_len;
         }
@@ -233,7 +231,7 @@ static PyObject *run_write(PyObject *self, PyObject *args)
         memcpy(out, row.buf, FIXED_SIZE);
         put32(out + AT_SIZE, (uint32_t)size_at[i]);
         put32(out + AT_CRC, (uint32_t)crc_at[i]);
-        put32(out + AT_FLAG, (uint32_t)p->flag);
+        put32(out + AT_FLAG, (uint32_t)flag_at[i]);
         put64(out + AT_QUEUE_OFFSET, (uint64_t)(queue_offset + i));
         put64(out + AT_PHYSICAL_OFFSET, (uint64_t)at);
         put64(out + AT_STORE_TIMESTAMP, (uint64_t)store_ts);

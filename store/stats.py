@@ -152,7 +152,8 @@ def kernel_totals(buf, table, names: dict[bytes, str]) -> dict[tuple[str, int], 
             topic = names[raw] = raw.decode("utf-8", "replace")
         agg = {"messages": messages, "bytes": nbytes, "min_queue_offset": qmin, "max_queue_offset": qmax,
                "first_store_time": first, "last_store_time": last}
-        _merge_into(out, {(topic, qid): agg})     # two byte strings may decode to one name
+        g = out.get((topic, qid))                 # two byte strings may decode to one name
+        out[(topic, qid)] = agg if g is None else _merge(g, agg)
     return out
 
 
