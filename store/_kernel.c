@@ -1,10 +1,12 @@
 /* The store's compiled kernel: the loops of a batch put and of index writing, byte for byte
  * what the pure-Python paths write (store/kernel.py says which is used; the tests compare both).
  *
+ *   put_one      one message put: checked, placed, written into the map and queued for dispatch
  *   run_prepare  a batch's messages as one run: shared fields checked, sizes and body CRCs
  *   run_write    the placed run copied into the mapped file
  *   msg_ids      the run's message ids: the store host prefix + each record's offset in hex
  *   run_units    a placed run's consume queue units and index keys (the dispatch)
+ *   pending_units  the same for single puts' pending records, grouped by queue
  *   queue_totals `store stats`: per (topic, queue) totals of a chunk of records
  *   parse_properties  a record's properties string as a dict (every put and read decodes them)
  *   index_put    IndexFile.putKey for many keys in order, into a mapped index file
@@ -31,10 +33,25 @@
 #define AT_PHYSICAL_OFFSET 28
 #define AT_STORE_TIMESTAMP 56
 #define AT_BODY_LENGTH 84
+#define AT_MAGIC 4
+#define AT_QUEUE_ID 12
+#define AT_SYS_FLAG 36
+#define AT_BORN_TIMESTAMP 40
+#define AT_BORN_HOST 48
+#define AT_STORE_HOST 64
+#define AT_RECONSUME_TIMES 72
+#define AT_PREPARED_OFFSET 76
+
+#define MESSAGE_MAGIC 0xDAA320A7u
+#define HOSTS_V6 0x30            /* BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG */
+#define TRANSACTION_TYPE_MASK 0xC
+#define TRANSACTION_PREPARED 0x4
+#define TRANSACTION_ROLLBACK 0xC
 
 static const char *SHARED[] = {"topic", "queue_id", "sys_flag", "born_host", "born_timestamp",
                                "reconsume_times", "prepared_transaction_offset"};
 #define N_SHARED 7
+enum {TOPIC, QUEUE_ID, SYS_FLAG, BORN_HOST, BORN_TIMESTAMP, RECONSUME_TIMES, PREPARED_OFFSET};
 static PyObject *shared_names[N_SHARED];
 static PyObject *s_body, *s_text, *s_flag, *s_props, *s_tags, *s_keys, *s_uniq_key, *s_space;
 
@@ -47,6 +64,199 @@ static void put64(unsigned char *p, uint64_t v)
 {
     put32(p, (uint32_t)(v >> 32));
     put32(p + 4, (uint32_t)v);
+}
+
+/* A Java int or long from a Python int: 1, or 0 when it is not one (no error set), or -1 on error. */
+static int java_int(PyObject *o, long long lo, long long hi, long long *out)
+{
+    if (!PyLong_Check(o))
+        return 0;
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* put_one(msg, buf, pos, room, phys, store_ts, topic_fields, store_host, crc, max_body, table, pending)
+ *   -> (size, queue_offset) | None
+ * One message written as a V1 record with IPv4 hosts at buf[pos:] (commit log offset phys), the
+ * record ending at or before `room`; its queue offset taken from `table` ((topic, queue_id) -> next
+ * offset) unless it is a prepared or rolled-back transaction (0, as CommitLog does), and the
+ * record queued for dispatch on `pending` as the put path's 8-tuple. topic_fields maps a topic to
+ * its TOPICLENGTH + TOPIC bytes, store_host is the store's 4-byte address and port (8 bytes).
+ * None, with nothing changed, for anything the Python path handles: a topic not in topic_fields,
+ * a body not bytes or over max_body, no properties text or no properties dict for it, properties
+ * over 32767 bytes or not UTF-8, IPv6 hosts or their flags, a field that is not a Java int or long,
+ * a record that does not fit before `room`. */
+static PyObject *put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "put_one takes 12 arguments");
+        return NULL;
+    }
+    PyObject *msg = args[0], *buf_obj = args[1], *topic_fields = args[6], *store_host = args[7],
+             *crc = args[8], *table = args[10], *pending = args[11];
+    Py_ssize_t pos = PyLong_AsSsize_t(args[2]), room = PyLong_AsSsize_t(args[3]),
+               max_body = PyLong_AsSsize_t(args[9]);
+    long long phys = PyLong_AsLongLong(args[4]), store_ts = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyDict_Check(topic_fields) || !PyDict_Check(table) || !PyList_Check(pending) ||
+            !PyBytes_Check(store_host) || PyBytes_GET_SIZE(store_host) != 8) {
+        PyErr_SetString(PyExc_TypeError, "put_one: topic_fields and table must be dicts, pending a list, "
+                                         "store_host 8 bytes");
+        return NULL;
+    }
+    PyObject *field[N_SHARED] = {0}, *body = NULL, *text = NULL, *props = NULL, *result = NULL;
+    long long value[N_SHARED] = {0}, flag = 0;
+    Py_buffer buf = {0};
+    for (int k = 0; k < N_SHARED; k++)
+        if (!(field[k] = PyObject_GetAttr(msg, shared_names[k])))
+            goto done;
+    if (!(body = PyObject_GetAttr(msg, s_body)) || !(text = PyObject_GetAttr(msg, s_text)) ||
+            !(props = PyObject_GetAttr(msg, s_props)))
+        goto done;
+    PyObject *topic_part = PyDict_GetItemWithError(topic_fields, field[TOPIC]);
+    if (!topic_part) {
+        if (PyErr_Occurred())
+            goto done;
+        goto not_here;
+    }
+    if (!PyBytes_Check(topic_part) || !PyBytes_Check(body) || PyBytes_GET_SIZE(body) > max_body ||
+            !PyUnicode_Check(text) || !PyDict_Check(props))
+        goto not_here;
+    Py_ssize_t text_len;
+    const char *text_at = PyUnicode_AsUTF8AndSize(text, &text_len);
+    if (!text_at) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeError))
+            goto done;
+        PyErr_Clear();              /* the Python path raises it */
+        goto not_here;
+    }
+    if (text_len > MAX_PROPS || (text_len > 0 && PyDict_GET_SIZE(props) == 0))
+        goto not_here;              /* refused there, or its dict parsed there */
+    PyObject *host = field[BORN_HOST];
+    if (!PyTuple_Check(host) || PyTuple_GET_SIZE(host) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(host, 0)) ||
+            PyBytes_GET_SIZE(PyTuple_GET_ITEM(host, 0)) != 4)
+        goto not_here;
+    static const long long lo[N_SHARED] = {0, INT32_MIN, INT32_MIN, 0, INT64_MIN, INT32_MIN, INT64_MIN};
+    static const long long hi[N_SHARED] = {0, INT32_MAX, INT32_MAX, 0, INT64_MAX, INT32_MAX, INT64_MAX};
+    long long born_port;
+    for (int k = QUEUE_ID; k < N_SHARED; k++) {
+        int ok = k == BORN_HOST ? java_int(PyTuple_GET_ITEM(host, 1), INT32_MIN, INT32_MAX, &born_port)
+                                : java_int(field[k], lo[k], hi[k], &value[k]);
+        if (ok < 0)
+            goto done;
+        if (!ok)
+            goto not_here;
+    }
+    PyObject *flag_obj = PyObject_GetAttr(msg, s_flag);
+    if (!flag_obj)
+        goto done;
+    int ok = java_int(flag_obj, INT32_MIN, INT32_MAX, &flag);
+    Py_DECREF(flag_obj);
+    if (ok < 0)
+        goto done;
+    if (!ok || value[SYS_FLAG] & HOSTS_V6)
+        goto not_here;
+    Py_ssize_t body_len = PyBytes_GET_SIZE(body), topic_len = PyBytes_GET_SIZE(topic_part);
+    Py_ssize_t size = FIXED_SIZE + body_len + topic_len + 2 + text_len;
+    if (pos < 0 || pos + size > room)
+        goto not_here;
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_WRITABLE) < 0)
+        goto done;
+    if (pos + size > buf.len) {
+        PyErr_SetString(PyExc_ValueError, "put_one: room is past the end of the buffer");
+        goto done;
+    }
+    PyObject *c = PyObject_CallOneArg(crc, body);
+    if (!c)
+        goto done;
+    unsigned long body_crc = PyLong_AsUnsignedLongMask(c);
+    Py_DECREF(c);
+    if (body_crc == (unsigned long)-1 && PyErr_Occurred())
+        goto done;
+    /* The queue offset taken and the record queued before a byte is written: only these can fail. */
+    long long tx = value[SYS_FLAG] & TRANSACTION_TYPE_MASK, queue_offset = 0;
+    int counted = tx != TRANSACTION_PREPARED && tx != TRANSACTION_ROLLBACK;
+    PyObject *key = NULL, *next = NULL, *after = NULL, *item = NULL;
+    if (counted) {
+        if (!(key = PyTuple_Pack(2, field[TOPIC], field[QUEUE_ID])))
+            goto done;
+        next = PyDict_GetItemWithError(table, key);
+        if (next) {
+            Py_INCREF(next);
+            queue_offset = PyLong_AsLongLong(next);
+        }
+        if (!PyErr_Occurred())
+            after = PyLong_FromLongLong(queue_offset + 1);
+    }
+    if (!PyErr_Occurred())
+        item = Py_BuildValue("(OOOLnLLL)", field[TOPIC], field[QUEUE_ID], props, phys, size, queue_offset,
+                             store_ts, tx);
+    if (item)
+        result = Py_BuildValue("(nL)", size, queue_offset);
+    int failed = !result || (counted && PyDict_SetItem(table, key, after) < 0);
+    if (!failed && PyList_Append(pending, item) < 0) {
+        failed = 1;
+        if (counted) {              /* as it was */
+            PyObject *type, *val, *tb;
+            PyErr_Fetch(&type, &val, &tb);
+            if (next ? PyDict_SetItem(table, key, next) < 0 : PyDict_DelItem(table, key) < 0)
+                PyErr_Clear();
+            PyErr_Restore(type, val, tb);
+        }
+    }
+    Py_XDECREF(key);
+    Py_XDECREF(next);
+    Py_XDECREF(after);
+    Py_XDECREF(item);
+    if (failed) {
+        Py_CLEAR(result);
+        goto done;
+    }
+    unsigned char *out = (unsigned char *)buf.buf + pos;
+    const unsigned char *hosts = (const unsigned char *)PyBytes_AS_STRING(store_host);
+    put32(out + AT_SIZE, (uint32_t)size);
+    put32(out + AT_MAGIC, MESSAGE_MAGIC);
+    put32(out + AT_CRC, (uint32_t)(body_crc & 0x7FFFFFFF));
+    put32(out + AT_QUEUE_ID, (uint32_t)value[QUEUE_ID]);
+    put32(out + AT_FLAG, (uint32_t)flag);
+    put64(out + AT_QUEUE_OFFSET, (uint64_t)queue_offset);
+    put64(out + AT_PHYSICAL_OFFSET, (uint64_t)phys);
+    put32(out + AT_SYS_FLAG, (uint32_t)value[SYS_FLAG]);
+    put64(out + AT_BORN_TIMESTAMP, (uint64_t)value[BORN_TIMESTAMP]);
+    memcpy(out + AT_BORN_HOST, PyBytes_AS_STRING(PyTuple_GET_ITEM(host, 0)), 4);
+    put32(out + AT_BORN_HOST + 4, (uint32_t)born_port);
+    put64(out + AT_STORE_TIMESTAMP, (uint64_t)store_ts);
+    memcpy(out + AT_STORE_HOST, hosts, 8);
+    put32(out + AT_RECONSUME_TIMES, (uint32_t)value[RECONSUME_TIMES]);
+    put64(out + AT_PREPARED_OFFSET, (uint64_t)value[PREPARED_OFFSET]);
+    put32(out + AT_BODY_LENGTH, (uint32_t)body_len);
+    unsigned char *q = out + FIXED_SIZE;
+    memcpy(q, PyBytes_AS_STRING(body), body_len);
+    q += body_len;
+    memcpy(q, PyBytes_AS_STRING(topic_part), topic_len);
+    q += topic_len;
+    q[0] = (unsigned char)(text_len >> 8);
+    q[1] = (unsigned char)text_len;
+    memcpy(q + 2, text_at, text_len);
+    goto done;
+not_here:
+    result = Py_NewRef(Py_None);
+done:
+    if (buf.obj)
+        PyBuffer_Release(&buf);
+    for (int k = 0; k < N_SHARED; k++)
+        Py_XDECREF(field[k]);
+    Py_XDECREF(body);
+    Py_XDECREF(text);
+    Py_XDECREF(props);
+    return result;
 }
 
 /* run_prepare(msgs, max_body, fixed, crc) -> (total, sizes, crcs, props, parts, flags) | None
@@ -377,6 +587,53 @@ release:
     return result;
 }
 
+/* A record's tags code from its properties dict: tagsString2tagsCode, the Java hashCode of TAGS
+ * as a long, 0 without TAGS. 0, or -1 on error. */
+static int tags_code(PyObject *d, int64_t *code)
+{
+    PyObject *tags = PyDict_GetItemWithError(d, s_tags);
+    *code = 0;
+    if (tags && PyUnicode_Check(tags) && PyUnicode_GET_LENGTH(tags) > 0)
+        *code = (int32_t)java_hash(0, tags);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* The index keys of one record onto keys / key_phys / key_ts: its UNIQ_KEY, then each non-empty
+ * word of KEYS split on spaces, each as prefix + key ("topic#key"); key_ts may be NULL. 0, or -1 on error. */
+static int record_keys(PyObject *d, PyObject *prefix, PyObject *phys, PyObject *ts, PyObject *keys,
+                       PyObject *key_phys, PyObject *key_ts)
+{
+    PyObject *words[2] = {PyDict_GetItemWithError(d, s_uniq_key), NULL};
+    if (!words[0] && PyErr_Occurred())
+        return -1;
+    words[1] = PyDict_GetItemWithError(d, s_keys);
+    if (!words[1] && PyErr_Occurred())
+        return -1;
+    for (int w = 0; w < 2; w++) {
+        if (!words[w] || !PyUnicode_Check(words[w]) || PyUnicode_GET_LENGTH(words[w]) == 0)
+            continue;
+        PyObject *parts = w == 0 ? Py_NewRef(words[0]) : PyUnicode_Split(words[1], s_space, -1);
+        if (!parts)
+            return -1;
+        Py_ssize_t m = w == 0 ? 1 : PyList_GET_SIZE(parts);
+        for (Py_ssize_t j = 0; j < m; j++) {
+            PyObject *word = w == 0 ? parts : PyList_GET_ITEM(parts, j);
+            if (PyUnicode_GET_LENGTH(word) == 0)
+                continue;
+            PyObject *key = PyUnicode_Concat(prefix, word);
+            int bad = !key || PyList_Append(keys, key) < 0 || PyList_Append(key_phys, phys) < 0 ||
+                      (key_ts && PyList_Append(key_ts, ts) < 0);
+            Py_XDECREF(key);
+            if (bad) {
+                Py_DECREF(parts);
+                return -1;
+            }
+        }
+        Py_DECREF(parts);
+    }
+    return 0;
+}
+
 /* run_units(props, prefix, phys, sizes, index_on) -> (units, keys, key_phys)
  * A placed run's consume queue units (20 bytes each, big-endian: commit log offset, size, tags
  * code) and, when index_on, its index keys in order with their records' offsets: per record its
@@ -408,48 +665,18 @@ static PyObject *run_units(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "run_units: properties must be dicts");
             goto done;
         }
-        PyObject *tags = PyDict_GetItemWithError(d, s_tags);
-        int64_t code = 0;
-        if (tags && PyUnicode_Check(tags) && PyUnicode_GET_LENGTH(tags) > 0)
-            code = (int32_t)java_hash(0, tags);      /* tagsString2tagsCode: hashCode, as a long */
-        else if (PyErr_Occurred())
+        int64_t code;
+        if (tags_code(d, &code) < 0)
             goto done;
         put64(u, (uint64_t)phys);
         put32(u + 8, (uint32_t)size_at[i]);
         put64(u + 12, (uint64_t)code);
         if (index_on) {
-            PyObject *words[2] = {PyDict_GetItemWithError(d, s_uniq_key), NULL};
-            if (!words[0] && PyErr_Occurred())
-                goto done;
-            words[1] = PyDict_GetItemWithError(d, s_keys);
-            if (!words[1] && PyErr_Occurred())
-                goto done;
-            PyObject *at = NULL;
-            for (int w = 0; w < 2; w++) {
-                if (!words[w] || !PyUnicode_Check(words[w]) || PyUnicode_GET_LENGTH(words[w]) == 0)
-                    continue;
-                PyObject *parts = w == 0 ? Py_NewRef(words[0]) : PyUnicode_Split(words[1], s_space, -1);
-                if (!parts)
-                    goto done;
-                Py_ssize_t m = w == 0 ? 1 : PyList_GET_SIZE(parts);
-                for (Py_ssize_t j = 0; j < m; j++) {
-                    PyObject *word = w == 0 ? parts : PyList_GET_ITEM(parts, j);
-                    if (PyUnicode_GET_LENGTH(word) == 0)
-                        continue;
-                    PyObject *key = PyUnicode_Concat(prefix, word);
-                    if (!at)
-                        at = PyLong_FromLongLong(phys);
-                    int bad = !key || !at || PyList_Append(keys, key) < 0 || PyList_Append(key_phys, at) < 0;
-                    Py_XDECREF(key);
-                    if (bad) {
-                        Py_DECREF(parts);
-                        Py_XDECREF(at);
-                        goto done;
-                    }
-                }
-                Py_DECREF(parts);
-            }
+            PyObject *at = PyLong_FromLongLong(phys);
+            int bad = !at || record_keys(d, prefix, at, NULL, keys, key_phys, NULL) < 0;
             Py_XDECREF(at);
+            if (bad)
+                goto done;
         }
         phys += size_at[i];
     }
@@ -459,6 +686,109 @@ done:
     Py_XDECREF(keys);
     Py_XDECREF(key_phys);
     PyBuffer_Release(&sizes);
+    return result;
+}
+
+/* pending_units(pending, index_on, schedule_topic) -> (queues, keys, key_phys, key_ts) | None
+ * The dispatch of single puts' pending records, each the put path's 8-tuple (topic, queue_id,
+ * properties, offset, size, queue offset, store time, transaction type): queues maps (topic,
+ * queue_id) to [units, first queue offset, next queue offset], units a bytearray of 20-byte
+ * consume queue units (commit log offset, size, tags code: the Java hashCode of TAGS, 0 without),
+ * none for a prepared or rolled-back transaction; keys, key_phys and key_ts are the index keys
+ * in order with their records' offsets and store times (none for a rollback). None when the
+ * pending list holds anything else (a run, a record of schedule_topic, whose tags code is its
+ * delivery time, a queue whose offsets do not follow on): the Python path dispatches those. */
+static PyObject *pending_units(PyObject *self, PyObject *args)
+{
+    PyObject *pending, *schedule_topic;
+    int index_on;
+    if (!PyArg_ParseTuple(args, "O!pU", &PyList_Type, &pending, &index_on, &schedule_topic))
+        return NULL;
+    PyObject *queues = PyDict_New(), *keys = PyList_New(0), *key_phys = PyList_New(0),
+             *key_ts = PyList_New(0), *prefixes = PyDict_New(), *result = NULL;
+    if (!queues || !keys || !key_phys || !key_ts || !prefixes)
+        goto done;
+    Py_ssize_t n = PyList_GET_SIZE(pending);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(pending, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 8)
+            goto not_here;
+        PyObject *topic = PyTuple_GET_ITEM(item, 0), *props = PyTuple_GET_ITEM(item, 2);
+        if (!PyUnicode_Check(topic) || !PyDict_Check(props))
+            goto not_here;
+        int scheduled = PyUnicode_Compare(topic, schedule_topic);
+        if (scheduled == -1 && PyErr_Occurred())
+            goto done;
+        if (scheduled == 0)
+            goto not_here;
+        long long phys = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 3)), size = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 4)),
+                  queue_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 5)), tx = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 7));
+        if (PyErr_Occurred())
+            goto done;
+        if (tx != TRANSACTION_PREPARED && tx != TRANSACTION_ROLLBACK) {
+            PyObject *key = PyTuple_GetSlice(item, 0, 2);
+            if (!key)
+                goto done;
+            PyObject *queue = PyDict_GetItemWithError(queues, key);
+            if (!queue) {
+                if (PyErr_Occurred() || !(queue = Py_BuildValue("[NLL]", PyByteArray_FromStringAndSize(NULL, 0),
+                                                                queue_offset, queue_offset))) {
+                    Py_DECREF(key);
+                    goto done;
+                }
+                int bad = PyDict_SetItem(queues, key, queue) < 0;
+                Py_DECREF(queue);
+                if (bad) {
+                    Py_DECREF(key);
+                    goto done;
+                }
+            }
+            Py_DECREF(key);
+            if (PyLong_AsLongLong(PyList_GET_ITEM(queue, 2)) != queue_offset) {
+                if (PyErr_Occurred())
+                    goto done;
+                goto not_here;
+            }
+            int64_t code;
+            if (tags_code(props, &code) < 0)
+                goto done;
+            PyObject *units = PyList_GET_ITEM(queue, 0), *next = PyLong_FromLongLong(queue_offset + 1);
+            Py_ssize_t len = PyByteArray_GET_SIZE(units);
+            if (!next || PyByteArray_Resize(units, len + 20) < 0) {
+                Py_XDECREF(next);
+                goto done;
+            }
+            PyList_SetItem(queue, 2, next);
+            unsigned char *u = (unsigned char *)PyByteArray_AS_STRING(units) + len;
+            put64(u, (uint64_t)phys);
+            put32(u + 8, (uint32_t)size);
+            put64(u + 12, (uint64_t)code);
+        }
+        if (index_on && tx != TRANSACTION_ROLLBACK) {
+            PyObject *prefix = PyDict_GetItemWithError(prefixes, topic);
+            if (!prefix) {
+                if (PyErr_Occurred() || !(prefix = PyUnicode_FromFormat("%U#", topic)))
+                    goto done;
+                int bad = PyDict_SetItem(prefixes, topic, prefix) < 0;
+                Py_DECREF(prefix);
+                if (bad)
+                    goto done;
+            }
+            if (record_keys(props, prefix, PyTuple_GET_ITEM(item, 3), PyTuple_GET_ITEM(item, 6), keys, key_phys,
+                            key_ts) < 0)
+                goto done;
+        }
+    }
+    result = PyTuple_Pack(4, queues, keys, key_phys, key_ts);
+    goto done;
+not_here:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(queues);
+    Py_XDECREF(keys);
+    Py_XDECREF(key_phys);
+    Py_XDECREF(key_ts);
+    Py_XDECREF(prefixes);
     return result;
 }
 
@@ -628,6 +958,8 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"put_one", (PyCFunction)(void (*)(void))put_one, METH_FASTCALL, "One message put into the map: (size, queue offset) or None."},
+    {"pending_units", pending_units, METH_VARARGS, "Single puts' consume queue units by queue and their index keys."},
     {"parse_properties", parse_properties, METH_O, "A properties string as a dict (string2messageProperties)."},
     {"queue_totals", queue_totals, METH_VARARGS, "Per (topic, queue) totals of a header table's records."},
     {"run_units", run_units, METH_VARARGS, "A placed run's consume queue units and index keys."},

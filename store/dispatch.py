@@ -105,9 +105,15 @@ class Dispatch:
         if not batch:
             return
         self._pending = []
+        index_on = self.cfg.messageIndexEnable
+        got = kernel.pending_units(batch, index_on, SCHEDULE_TOPIC) if kernel is not None else None
+        if got is not None:          # single puts' records, in one C pass: each queue's units as one array
+            queues, keys, key_phys, key_ts = got
+            runs = {key: [(np.frombuffer(units, CQ_DTYPE), first)] for key, (units, first, _) in queues.items()}
+            self._write_units(runs, True, batch[-1][6], keys, key_phys, key_ts)
+            return
         runs: dict[tuple[str, int], list] = {}    # per queue, in put order: unit tuples and unit arrays
         keys, key_phys, key_ts = [], [], []
-        index_on = self.cfg.messageIndexEnable
         codes = self._tags_codes
         saw_run = False
         for item in batch:
@@ -141,7 +147,11 @@ class Dispatch:
                             keys.append(f"{topic}#{key}")
                             key_phys.append(phys)
                             key_ts.append(store_ts)
-        last_ts = batch[-1][6]
+        self._write_units(runs, saw_run, batch[-1][6], keys, key_phys, key_ts)
+
+    def _write_units(self, runs: dict, saw_run: bool, last_ts: int, keys: list, key_phys: list,
+                     key_ts: list) -> None:
+        """The gathered units into their consume queues (listeners told) and the keys into the index."""
         for (topic, queue_id), units in runs.items():
             cq = self._queues.get((topic, queue_id)) or self.queue(topic, queue_id)
             for part in _segments(units) if saw_run else (units,):     # no run: one list of unit tuples

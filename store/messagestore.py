@@ -28,6 +28,7 @@ from .delaylevels import parse_delay_levels
 from .dispatch import NOT_DISPATCHED, Dispatch
 from .groupcommit import GroupCommitService
 from .indexwriter import IndexService
+from .kernel import kernel
 from .lockfile import StoreLock, create_abort, remove_abort
 from .mappedfile import NOTHING_IN_FLIGHT, PAGE, MappedFile, MappedFileQueue
 from .properties import format_properties, parse_properties
@@ -170,6 +171,7 @@ class MessageStore(Dispatch, Replication):
         self.flusher = GroupCommitService(self._flush_snapshot, self._sync, self._stop)
         self._id_host: tuple[bytes, int] | None = None
         self._id_prefix = ""
+        self._host_row = b""                  # the store host as put_one writes it (IPv4 only)
         self._topic_fields: dict[str, bytes] = {}
         self._tags_codes: dict[str, int] = {}
 
@@ -274,10 +276,27 @@ class MessageStore(Dispatch, Replication):
     # ------------------------------------------------------------------ put
 
     def put(self, msg: Message, wait_flush: bool = True) -> PutResult:
-        """One message: put_batch's work without its lists (the broker's common case)."""
+        """One message: put_batch's work without its lists (the broker's common case); with the
+        store kernel one C call checks it, places it, writes it and queues its dispatch."""
         if not self.running or self.cfg.is_slave or self.store_host is not self._id_host:
             return self.put_batch((msg,), batch=False, wait_flush=wait_flush)
         waits = self.cfg.sync_flush and msg.properties.get(Prop.WAIT, "true") != "false"
+        if kernel is not None and self._host_row:
+            with self.put_lock:
+                store_ts = time.time_ns() // 1_000_000
+                f = self.commitlog.last_for_append()
+                pos = f.write_pos
+                phys = f.start + pos
+                got = kernel.put_one(msg, f.mm, pos, min(f.size - END_FILE_MIN_BLANK_LENGTH, f.warm_lo), phys,
+                                     store_ts, self._topic_fields, self._host_row, crc32, self.cfg.maxMessageSize,
+                                     self.topic_queue_table, self._pending)
+                if got is not None:     # else the Python path: it refuses, rolls the file or waits
+                    size, queue_offset = got
+                    f.write_pos = pos + size
+                    f.store_timestamp = store_ts
+                    self._queued(waits)
+            if got is not None:
+                return self._put_done(phys, size, queue_offset, store_ts, waits, wait_flush)
         p = self._prepare(msg)
         if type(p) is PutResult:
             return p
@@ -304,12 +323,21 @@ class MessageStore(Dispatch, Replication):
                             msg.reconsume_times, msg.prepared_transaction_offset, msg.body, tail)
             f.write_pos = pos + size
             f.store_timestamp = store_ts
-            pending = self._pending
-            pending.append((msg.topic, msg.queue_id, props, phys, size, queue_offset, store_ts, tx))
-            if len(pending) >= DISPATCH_BATCH:
-                self._dispatch_pending()
-            elif len(pending) == 1 and not waits and self.wake_dispatcher:   # a waiting put's: by the flusher
-                self._dispatch_wake.set()
+            self._pending.append((msg.topic, msg.queue_id, props, phys, size, queue_offset, store_ts, tx))
+            self._queued(waits)
+        return self._put_done(phys, size, queue_offset, store_ts, waits, wait_flush)
+
+    def _queued(self, waits: bool) -> None:
+        """After a single put joined `_pending` (the put lock is held): dispatch or wake the thread."""
+        pending = self._pending
+        if len(pending) >= DISPATCH_BATCH:
+            self._dispatch_pending()
+        elif len(pending) == 1 and not waits and self.wake_dispatcher:   # a waiting put's: by the flusher
+            self._dispatch_wake.set()
+
+    def _put_done(self, phys: int, size: int, queue_offset: int, store_ts: int, waits: bool,
+                  wait_flush: bool) -> PutResult:
+        """A single put's answer, once its record is written: listeners told, the flush waited for."""
         result = PutResult(PutStatus.PUT_OK, phys, size, queue_offset, [f"{self._id_prefix}{phys:016X}"], store_ts)
         for listener in self.append_listeners:
             listener(phys + size)
@@ -350,9 +378,10 @@ class MessageStore(Dispatch, Replication):
                     return p
                 prepared.append(p)
                 total += p[1]
-        if store_host != self._id_host:
+        if store_host is not self._id_host:
             self._id_host = store_host
             self._id_prefix = (store_ip + _I32.pack(store_port)).hex().upper()
+            self._host_row = store_ip + _I32.pack(store_port) if len(store_ip) == 4 else b""   # put_one's
         table = self.topic_queue_table
         waits = self.cfg.sync_flush and msgs[0].properties.get(Prop.WAIT, "true") != "false"
         with self.put_lock:

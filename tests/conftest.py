@@ -85,13 +85,14 @@ def json_lines(text: str) -> list[dict]:
 def store_kernel(request, monkeypatch):
     """Run a store test with the compiled kernel (store/_kernel.c) and without it: both paths
     must write the same bytes. "kernel" is skipped where it was not built (no C compiler)."""
-    from mqtool_store import dispatch, indexwriter, kernel, properties, recordrun, stats
+    from mqtool_store import dispatch, indexwriter, kernel, messagestore, properties, recordrun, stats
     if request.param == "kernel" and kernel.kernel is None:
         pytest.skip("the store kernel is not built here")
     chosen = kernel.kernel if request.param == "kernel" else None
     monkeypatch.setattr(recordrun, "kernel", chosen)
     monkeypatch.setattr(indexwriter, "kernel", chosen)
     monkeypatch.setattr(dispatch, "kernel", chosen)
+    monkeypatch.setattr(messagestore, "kernel", chosen)
     monkeypatch.setattr(stats, "kernel", chosen)
     monkeypatch.setattr(properties, "kernel", chosen)
     return chosen
