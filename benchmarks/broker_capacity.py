@@ -8,10 +8,14 @@ Baseline in the same run: the same client against a loopback server that answers
 with a canned response without decoding it (the client's and the loopback's own ceiling).
 
     python benchmarks/broker_capacity.py [--connections 4] [--window 64] [--size 128] [--batch N]
-                                         [--seconds 10] [--warmup 2] [--quick] [--json]
+                                         [--idle-pullers N] [--seconds 10] [--warmup 2] [--quick] [--json]
 
 With --batch N every request is a SEND_BATCH_MESSAGE of N messages, and msg/s counts messages
 (N per SUCCESS answer); latencies are per request.
+
+With --idle-pullers N the broker also holds N long-polling pulls (one connection, PULL_MESSAGE
+with SUSPEND, 30 s) on the queues of a second topic that receives nothing, as consumers of a
+quiet topic wait beside a busy one; they are asked before the warm-up and re-asked if answered.
 """
 from __future__ import annotations
 
@@ -31,10 +35,12 @@ sys.path.insert(0, str(REPO))
 from mqtool_remoting.batch import encode_batch  # noqa: E402
 from mqtool_remoting.codes import RequestCode  # noqa: E402
 from mqtool_remoting.command import RemotingCommand  # noqa: E402
+from mqtool_remoting.headers import PULL_SUBSCRIPTION, PULL_SUSPEND  # noqa: E402
 
 from brokerproc import broker_process, cpu_seconds as cpu_s, free_port_pair  # noqa: E402,F401 - shared
 
 TOPIC = "CapacityBench"
+IDLE_TOPIC = "CapacityIdle"
 _LEN = struct.Struct(">i")
 
 
@@ -129,6 +135,35 @@ async def load(port: int, conns: int, window: int, size: int, warmup: float, sec
             "errors": stats["errors"], "seconds": round(elapsed, 2), "answered": stats["ok"]}
 
 
+async def idle_pulls(port: int, count: int, stop: asyncio.Event) -> None:
+    """`count` long-polling pulls held on IDLE_TOPIC's 4 queues, each re-asked when answered."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+
+    def ask(k: int) -> None:
+        writer.write(RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+            "consumerGroup": f"CapacityIdleGroup{k}", "topic": IDLE_TOPIC, "queueId": k % 4, "queueOffset": 0,
+            "maxMsgNums": 32, "sysFlag": PULL_SUSPEND | PULL_SUBSCRIPTION, "commitOffset": 0,
+            "suspendTimeoutMillis": 30_000, "subVersion": 0, "subscription": "*", "expressionType": "TAG"},
+            language="JAVA").encode())
+
+    for k in range(count):
+        ask(k)
+    buf = bytearray()
+    answered = 0
+    try:
+        while not stop.is_set():
+            data = await reader.read(1 << 16)
+            if not data:
+                break
+            buf += data
+            while len(buf) >= 4 and len(buf) - 4 >= _LEN.unpack_from(buf, 0)[0]:
+                del buf[:4 + _LEN.unpack_from(buf, 0)[0]]
+                ask(answered % count)
+                answered += 1
+    finally:
+        writer.close()
+
+
 async def canned_server(port: int) -> asyncio.AbstractServer:
     """Answers every frame with a SUCCESS response carrying the request's opaque, decoding only the
     length prefix and the opaque: the client's and loopback's own ceiling."""
@@ -160,7 +195,7 @@ def run(args) -> dict:
     result = {"machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
               "mode": {"flushDiskType": "ASYNC_FLUSH", "connections": args.connections, "window": args.window,
                        "body_bytes": args.size, "seconds": args.seconds, "warmup_s": args.warmup,
-                       "batch": args.batch}}
+                       "batch": args.batch, "idle_pullers": args.idle_pullers}}
     port = free_port_pair()
 
     async def baseline():
@@ -173,9 +208,21 @@ def run(args) -> dict:
 
     with broker_process(prefix="mqtool-bench-capacity-") as broker:
         broker.create_topic(TOPIC)
+        if args.idle_pullers:
+            broker.create_topic(IDLE_TOPIC)
         cpu0 = cpu_s(broker.pid)
-        res = asyncio.run(load(broker.port, args.connections, args.window, args.size, args.warmup, args.seconds,
-                               args.batch))
+
+        async def loaded():
+            stop = asyncio.Event()
+            held = asyncio.create_task(idle_pulls(broker.port, args.idle_pullers, stop)) if args.idle_pullers else None
+            try:
+                return await load(broker.port, args.connections, args.window, args.size, args.warmup, args.seconds,
+                                  args.batch)
+            finally:
+                stop.set()
+                if held is not None:
+                    held.cancel()
+        res = asyncio.run(loaded())
         cpu = cpu_s(broker.pid) - cpu0
         total = res["answered"] or 1
         res["broker_cpu_ms_per_msg"] = round(cpu * 1000 / total * args.seconds / (args.seconds + args.warmup), 4)
@@ -190,6 +237,7 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=64)
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--batch", type=int, default=0, help="messages per SEND_BATCH_MESSAGE (0: single sends)")
+    ap.add_argument("--idle-pullers", type=int, default=0, help="long-polling pulls held on a quiet topic")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--quick", action="store_true")

@@ -1,11 +1,15 @@
 """Long polling (PullRequestHoldService): pulls that found nothing wait for a message or a timeout.
 
-Each held pull is an asyncio future keyed by topic and queue. The store dispatches in its own
-threads, so `notify_threadsafe` hops onto the event loop before touching the table.
+Each held pull is an asyncio future keyed by topic and queue. The store's dispatch calls
+`notify_threadsafe` once per dispatched unit: on the loop's own thread (the broker drains the
+dispatch there, once per loop turn) it notifies at once; from the store's dispatch thread it hops
+onto the loop first; for a queue nobody waits on it does nothing (a hop per message, a pipe write
+each, cost a few µs per message whenever any consumer was long-polling).
 """
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass, field
 
 
@@ -20,6 +24,7 @@ class PullHoldService:
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
         self.loop = loop
         self.holds: dict[tuple[str, int], list[_Hold]] = {}
+        self._loop_thread: int | None = None     # the thread `wait` last ran on: the loop's
 
     def _key(self, topic: str, queue_id: int) -> tuple[str, int]:
         return (topic, queue_id)
@@ -28,6 +33,7 @@ class PullHoldService:
         """Wait until a message at or past `offset` arrives (True) or the timeout passes (False)."""
         loop = asyncio.get_running_loop()
         self.loop = loop
+        self._loop_thread = threading.get_ident()
         hold = _Hold(offset, matches, loop.create_future())
         key = self._key(topic, queue_id)
         self.holds.setdefault(key, []).append(hold)
@@ -60,8 +66,13 @@ class PullHoldService:
         return woken
 
     def notify_threadsafe(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> None:
+        if (topic, queue_id) not in self.holds:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self.notify(topic, queue_id, max_offset, tags_code)
+            return
         loop = self.loop
-        if loop is not None and self.holds and not loop.is_closed():
+        if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.notify, topic, queue_id, max_offset, tags_code)
 
     def wake_all(self) -> None:
