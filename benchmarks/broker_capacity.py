@@ -245,6 +245,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.seconds, args.warmup = 1.5, 0.5
+        args.idle_pullers = args.idle_pullers or 2      # the held pulls run too
     result = run(args)
     if args.json:
         print(json.dumps(result))
