@@ -3,7 +3,8 @@
 A small asyncio client (this process) writes pre-encoded SEND_MESSAGE_V2 frames (128 B bodies by
 default) on C connections with W requests in flight each, to a `mqtool broker` process on
 127.0.0.1 (embedded name server, ASYNC_FLUSH), and counts SUCCESS answers for T seconds after a
-warm-up: msg/s, p50/p99 latency, errors, and the broker's CPU time per message (from /proc).
+warm-up: msg/s, p50/p99 latency, errors, the broker's CPU time per message and its anonymous
+memory (RssAnon) at the end of the warm-up, its highest and at the end (all from /proc).
 Baseline in the same run: the same client against a loopback server that answers every frame
 with a canned response without decoding it (the client's and the loopback's own ceiling).
 
@@ -37,7 +38,7 @@ from mqtool_remoting.codes import RequestCode  # noqa: E402
 from mqtool_remoting.command import RemotingCommand  # noqa: E402
 from mqtool_remoting.headers import PULL_SUBSCRIPTION, PULL_SUSPEND  # noqa: E402
 
-from brokerproc import broker_process, cpu_seconds as cpu_s, free_port_pair  # noqa: E402,F401 - shared
+from brokerproc import broker_process, cpu_seconds as cpu_s, free_port_pair, rss_anon_kib  # noqa: E402,F401 - shared
 
 TOPIC = "CapacityBench"
 IDLE_TOPIC = "CapacityIdle"
@@ -212,17 +213,30 @@ def run(args) -> dict:
             broker.create_topic(IDLE_TOPIC)
         cpu0 = cpu_s(broker.pid)
 
+        rss: list[int] = []
+
+        async def sample_memory():
+            await asyncio.sleep(args.warmup)
+            while True:
+                rss.append(rss_anon_kib(broker.pid))
+                await asyncio.sleep(0.5)
+
         async def loaded():
             stop = asyncio.Event()
             held = asyncio.create_task(idle_pulls(broker.port, args.idle_pullers, stop)) if args.idle_pullers else None
+            sampler = asyncio.create_task(sample_memory())
             try:
                 return await load(broker.port, args.connections, args.window, args.size, args.warmup, args.seconds,
                                   args.batch)
             finally:
                 stop.set()
+                sampler.cancel()
                 if held is not None:
                     held.cancel()
         res = asyncio.run(loaded())
+        rss.append(rss_anon_kib(broker.pid))
+        res["broker_rss_anon_mib"] = {"after_warmup": round(rss[0] / 1024, 1), "max": round(max(rss) / 1024, 1),
+                                      "end": round(rss[-1] / 1024, 1)}
         cpu = cpu_s(broker.pid) - cpu0
         total = res["answered"] or 1
         res["broker_cpu_ms_per_msg"] = round(cpu * 1000 / total * args.seconds / (args.seconds + args.warmup), 4)

@@ -37,6 +37,16 @@ def free_port_pair() -> int:
     raise RuntimeError("no two consecutive free ports")
 
 
+def rss_anon_kib(pid: int) -> int:
+    """Anonymous resident memory of process `pid` (RssAnon: what a leak grows; VmRSS also counts
+    the commit log pages the broker has mapped)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return -1
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of process `pid` so far."""
     with open(f"/proc/{pid}/stat") as f:
