@@ -210,7 +210,7 @@ class BrokerController:
         log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
                  self.config.brokerName, self.config.broker_addr, self.config.namesrvAddr or "(none)")
         log.info("%s", self.role_line())
-        log.info("store kernel (compiled batch puts, properties parsing): %s", "on" if store_kernel is not None else
+        log.info("store kernel (compiled puts and dispatch, properties parsing): %s", "on" if store_kernel is not None else
                  "off (not built at install, or MQTOOL_NO_KERNEL=1): the pure-Python paths run")
         return self
 
