@@ -332,15 +332,12 @@ static PyObject *run_prepare(PyObject *self, PyObject *args)
         PyObject *flag = PyObject_GetAttr(m, s_flag);
         if (!flag)
             goto done;
-        long flag_value = PyLong_AsLong(flag);
+        long long flag_value;
+        int ok = java_int(flag, INT32_MIN, INT32_MAX, &flag_value);
         Py_DECREF(flag);
-        if (PyErr_Occurred()) {
-            if (!PyErr_ExceptionMatches(PyExc_OverflowError) && !PyErr_ExceptionMatches(PyExc_TypeError))
-                goto done;
-            PyErr_Clear();
-            goto not_a_run;
-        }
-        if (flag_value < INT32_MIN || flag_value > INT32_MAX)
+        if (ok < 0)
+            goto done;
+        if (!ok)
             goto not_a_run;                 /* the general path refuses it as struct.pack does */
         flag_at[i] = (int32_t)flag_value;
         PyObject *c = PyObject_CallOneArg(crc, body);
