@@ -132,20 +132,22 @@ class ConsumeQueue:
                 return True
         return False
 
-    def put_block(self, block: np.ndarray, queue_offset: int) -> bool:
-        """put_many for a CQ_DTYPE array of units from `queue_offset` (a run's): one copy when
+    def put_packed(self, units, queue_offset: int) -> bool:
+        """put_many for packed units (20 bytes each, as stored) from `queue_offset`: one copy when
         they continue the last file, else False (nothing written)."""
         files = self.files.files
-        if files:
+        n = len(units) // CQ_UNIT_SIZE
+        if files and n:
             f = files[-1]
             wp = f.write_pos
-            n = len(block)
-            if (f.start + wp == queue_offset * CQ_UNIT_SIZE and wp + n * CQ_UNIT_SIZE <= f.size
-                    and int(block["offset"][0]) + int(block["size"][0]) > self.max_physic_offset):
-                f.mm[wp:wp + n * CQ_UNIT_SIZE] = block.tobytes()
-                f.write_pos = wp + n * CQ_UNIT_SIZE
-                self.max_physic_offset = int(block["offset"][-1]) + int(block["size"][-1])
-                return True
+            if f.start + wp == queue_offset * CQ_UNIT_SIZE and wp + n * CQ_UNIT_SIZE <= f.size:
+                offset, size, _ = _UNIT.unpack_from(units, 0)
+                if offset + size > self.max_physic_offset:
+                    f.mm[wp:wp + n * CQ_UNIT_SIZE] = units
+                    f.write_pos = wp + n * CQ_UNIT_SIZE
+                    offset, size, _ = _UNIT.unpack_from(units, (n - 1) * CQ_UNIT_SIZE)
+                    self.max_physic_offset = offset + size
+                    return True
         return False
 
     def units(self, queue_offset: int, max_count: int) -> np.ndarray:

@@ -281,7 +281,7 @@ class MessageStore(Dispatch, Replication):
         if not self.running or self.cfg.is_slave or self.store_host is not self._id_host:
             return self.put_batch((msg,), batch=False, wait_flush=wait_flush)
         waits = self.cfg.sync_flush and msg.properties.get(Prop.WAIT, "true") != "false"
-        if kernel is not None and self._host_row:
+        if kernel is not None and self._host_row and msg.properties_text is not None:
             with self.put_lock:
                 store_ts = time.time_ns() // 1_000_000
                 f = self.commitlog.last_for_append()
