@@ -1,4 +1,4 @@
-"""The store's compiled kernel (`_kernel.c`), or None: the pure-Python paths then do the same work.
+"""The store's compiled kernel (`csrc/*.c`, one module `_kernel`), or None: the pure-Python paths then do the same work.
 
 Built by `pip install` when a C compiler is there (setup.py marks it optional). MQTOOL_NO_KERNEL=1
 in the environment turns it off, for comparing the two paths (the tests run both) and for

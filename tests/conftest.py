@@ -83,7 +83,7 @@ def json_lines(text: str) -> list[dict]:
 
 @pytest.fixture(params=["kernel", "python"])
 def store_kernel(request, monkeypatch):
-    """Run a store test with the compiled kernel (store/_kernel.c) and without it: both paths
+    """Run a store test with the compiled kernel (store/csrc/) and without it: both paths
     must write the same bytes. "kernel" is skipped where it was not built (no C compiler)."""
     from mqtool_store import dispatch, indexwriter, kernel, messagestore, properties, recordrun, stats
     if request.param == "kernel" and kernel.kernel is None:

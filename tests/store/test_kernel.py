@@ -1,4 +1,4 @@
-"""The store's compiled kernel (store/_kernel.c): built where a compiler is, turned off by
+"""The store's compiled kernel (store/csrc/): built where a compiler is, turned off by
 MQTOOL_NO_KERNEL=1, and the same numbers as the pure-Python paths. Whole stores written with and
 without it are compared in test_recordrun.py and test_putpath.py (the `store_kernel` fixture)."""
 from __future__ import annotations
