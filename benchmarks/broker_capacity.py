@@ -9,7 +9,8 @@ Baseline in the same run: the same client against a loopback server that answers
 with a canned response without decoding it (the client's and the loopback's own ceiling).
 
     python benchmarks/broker_capacity.py [--connections 4] [--window 64] [--size 128] [--batch N]
-                                         [--idle-pullers N] [--seconds 10] [--warmup 2] [--quick] [--json]
+                                         [--idle-pullers N] [--tail] [--seconds 10] [--warmup 2]
+                                         [--quick] [--json]
 
 With --batch N every request is a SEND_BATCH_MESSAGE of N messages, and msg/s counts messages
 (N per SUCCESS answer); latencies are per request.
@@ -17,6 +18,12 @@ With --batch N every request is a SEND_BATCH_MESSAGE of N messages, and msg/s co
 With --idle-pullers N the broker also holds N long-polling pulls (one connection, PULL_MESSAGE
 with SUSPEND, 30 s) on the queues of a second topic that receives nothing, as consumers of a
 quiet topic wait beside a busy one; they are asked before the warm-up and re-asked if answered.
+
+With --tail the sent topic is consumed while it is sent, as a caught-up consumer group does: one
+long-polling pull chain per queue (one connection, 32 messages a pull, each pull from the last
+answer's nextBeginOffset, as Java's PullMessageService keeps one pull in flight per queue);
+reported as consumed msg/s over the measured seconds beside the sent msg/s, with the pulls' round
+trips (p50/p99).
 """
 from __future__ import annotations
 
@@ -165,6 +172,50 @@ async def idle_pulls(port: int, count: int, stop: asyncio.Event) -> None:
         writer.close()
 
 
+async def tail_pulls(port: int, stop: asyncio.Event, consumed: list, rtts: list) -> None:
+    """One long-polling pull chain per queue of TOPIC, from offset 0; consumed[0] counts messages,
+    rtts gets (answered at, round trip) of each pull."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    queue_of: dict[int, tuple[int, float]] = {}
+
+    def ask(queue: int, offset: int) -> None:
+        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+            "consumerGroup": "CapacityTailGroup", "topic": TOPIC, "queueId": queue, "queueOffset": offset,
+            "maxMsgNums": 32, "sysFlag": PULL_SUSPEND | PULL_SUBSCRIPTION, "commitOffset": 0,
+            "suspendTimeoutMillis": 15_000, "subVersion": 0, "subscription": "*", "expressionType": "TAG"},
+            language="JAVA")
+        queue_of[cmd.opaque] = (queue, time.perf_counter())
+        writer.write(cmd.encode())
+
+    for q in range(4):
+        ask(q, 0)
+    buf = bytearray()
+    try:
+        while not stop.is_set():
+            data = await reader.read(1 << 18)
+            if not data:
+                break
+            buf += data
+            while len(buf) >= 4 and len(buf) - 4 >= _LEN.unpack_from(buf, 0)[0]:
+                n = _LEN.unpack_from(buf, 0)[0]
+                hlen = _LEN.unpack_from(buf, 4)[0] & 0xFFFFFF
+                header = json.loads(bytes(buf[8:8 + hlen]))
+                body = memoryview(buf)[8 + hlen:4 + n]
+                pos = 0
+                while pos + 4 <= len(body):          # the records, by their TOTALSIZE fields
+                    pos += _LEN.unpack_from(body, pos)[0]
+                    consumed[0] += 1
+                body.release()
+                ext = header.get("extFields") or {}
+                queue, asked_at = queue_of.pop(header["opaque"])
+                now = time.perf_counter()
+                rtts.append((now, now - asked_at))
+                ask(queue, int(ext.get("nextBeginOffset", 0)))
+                del buf[:4 + n]
+    finally:
+        writer.close()
+
+
 async def canned_server(port: int) -> asyncio.AbstractServer:
     """Answers every frame with a SUCCESS response carrying the request's opaque, decoding only the
     length prefix and the opaque: the client's and loopback's own ceiling."""
@@ -201,7 +252,7 @@ def run(args) -> dict:
     result = {"machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
               "mode": {"flushDiskType": "ASYNC_FLUSH", "connections": args.connections, "window": args.window,
                        "body_bytes": args.size, "seconds": args.seconds, "warmup_s": args.warmup,
-                       "batch": args.batch, "idle_pullers": args.idle_pullers}}
+                       "batch": args.batch, "idle_pullers": args.idle_pullers, "tail": args.tail}}
     port = free_port_pair()
 
     async def baseline():
@@ -226,19 +277,37 @@ def run(args) -> dict:
                 rss.append(rss_anon_kib(broker.pid))
                 await asyncio.sleep(0.5)
 
+        consumed, pull_rtts = [0], []
+        tail_counts: list[tuple[float, int]] = []
+
+        async def count_consumed():
+            await asyncio.sleep(args.warmup)
+            tail_counts.append((time.perf_counter(), consumed[0]))
+            await asyncio.sleep(args.seconds)
+            tail_counts.append((time.perf_counter(), consumed[0]))
+
         async def loaded():
             stop = asyncio.Event()
-            held = asyncio.create_task(idle_pulls(broker.port, args.idle_pullers, stop)) if args.idle_pullers else None
-            sampler = asyncio.create_task(sample_memory())
+            side = [asyncio.create_task(sample_memory())]
+            if args.idle_pullers:
+                side.append(asyncio.create_task(idle_pulls(broker.port, args.idle_pullers, stop)))
+            if args.tail:
+                side += [asyncio.create_task(tail_pulls(broker.port, stop, consumed, pull_rtts)),
+                         asyncio.create_task(count_consumed())]
             try:
                 return await load(broker.port, args.connections, args.window, args.size, args.warmup, args.seconds,
                                   args.batch)
             finally:
                 stop.set()
-                sampler.cancel()
-                if held is not None:
-                    held.cancel()
+                for task in side:
+                    task.cancel()
         res = asyncio.run(loaded())
+        if args.tail and len(tail_counts) == 2:
+            (t0, c0), (t1, c1) = tail_counts
+            res["consumed_msg_per_s"] = round((c1 - c0) / (t1 - t0))
+            rtts = sorted(rtt for at, rtt in pull_rtts if t0 <= at <= t1)
+            res["pull_rtt_p50_ms"] = round(rtts[len(rtts) // 2] * 1000, 2) if rtts else None
+            res["pull_rtt_p99_ms"] = round(rtts[int(len(rtts) * 0.99)] * 1000, 2) if rtts else None
         rss.append(rss_anon_kib(broker.pid))
         res["broker_rss_anon_mib"] = {"after_warmup": round(rss[0] / 1024, 1), "max": round(max(rss) / 1024, 1),
                                       "end": round(rss[-1] / 1024, 1)}
@@ -257,6 +326,7 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--batch", type=int, default=0, help="messages per SEND_BATCH_MESSAGE (0: single sends)")
     ap.add_argument("--idle-pullers", type=int, default=0, help="long-polling pulls held on a quiet topic")
+    ap.add_argument("--tail", action="store_true", help="consume the sent topic while it is sent")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--quick", action="store_true")
@@ -264,7 +334,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.seconds, args.warmup = 1.5, 0.5
-        args.idle_pullers = args.idle_pullers or 2      # the held pulls run too
+        args.idle_pullers = args.idle_pullers or 2      # the held pulls and the tailing consumer run too
+        args.tail = True
     result = run(args)
     if args.json:
         print(json.dumps(result))
