@@ -74,6 +74,8 @@ class Connection:
                 self.last_active = asyncio.get_running_loop().time()
                 for cmd in decoder.feed(data):
                     self._dispatch(cmd)
+                if self._out:        # this read's answers leave now, not after the other connections' turns
+                    self._flush()
         except FrameError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
             for cmd in exc.decoded:          # complete frames that preceded the bad bytes

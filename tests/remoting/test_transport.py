@@ -349,6 +349,32 @@ def test_a_request_with_few_in_flight_leaves_at_once(count):
     run(scenario())
 
 
+def test_a_reads_answers_leave_before_the_loop_turns_to_other_work():
+    """A server writes the answers to one read's requests as soon as they are made, before the
+    loop runs what else is ready (other connections' reads): a consumer's pull is not kept waiting
+    behind the senders' turns (broker_capacity.py --tail: 8.5 against 12.7 ms a round trip)."""
+    async def scenario():
+        seen_by_next_callback = []
+        raw = {}
+
+        async def handle(conn, cmd):
+            # runs before the answer is written; the callback runs when the loop moves on
+            asyncio.get_running_loop().call_soon(
+                lambda: seen_by_next_callback.append(FrameDecoder().feed(_drain_socket(raw["sock"].dup()))))
+            return cmd.response(0, None, {"echo": cmd.ext_fields.get("x", "")})
+        server = await serve(handle, "127.0.0.1", 0)
+        _, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        raw["sock"] = writer.get_extra_info("socket")
+        writer.write(b"".join(RemotingCommand.request(ECHO, {"x": i}).encode() for i in range(3)))
+        while len(seen_by_next_callback) < 3:
+            await asyncio.sleep(0.01)
+        first = seen_by_next_callback[0]            # read off the socket when the loop moved on
+        assert [c.ext_fields["echo"] for c in first] == ["0", "1", "2"]
+        writer.close()
+        await server.stop()
+    run(scenario())
+
+
 def test_a_cancel_as_the_connection_opens_is_not_lost(monkeypatch):
     """A cancel that lands while the connection completes cancels the caller (asyncio.wait_for on
     3.11 returned the connection instead, and a Ctrl-C turned into that cancel was lost)."""
