@@ -143,31 +143,44 @@ async def load(port: int, conns: int, window: int, size: int, warmup: float, sec
             "errors": stats["errors"], "seconds": round(elapsed, 2), "answered": stats["ok"]}
 
 
+def pull_request(group: str, topic: str, queue: int, offset: int, suspend_ms: int) -> RemotingCommand:
+    """A long-polling PULL_MESSAGE of up to 32 messages, its subscription "*" in the request."""
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": group, "topic": topic, "queueId": queue, "queueOffset": offset, "maxMsgNums": 32,
+        "sysFlag": PULL_SUSPEND | PULL_SUBSCRIPTION, "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
+        "subVersion": 0, "subscription": "*", "expressionType": "TAG"}, language="JAVA")
+
+
+async def frames_of(reader, stop: asyncio.Event):
+    """Each whole frame read (its bytes after the length field) until `stop` or the peer closes."""
+    buf = bytearray()
+    while not stop.is_set():
+        data = await reader.read(1 << 18)
+        if not data:
+            return
+        buf += data
+        pos = 0
+        while len(buf) - pos >= 4 and len(buf) - pos - 4 >= _LEN.unpack_from(buf, pos)[0]:
+            n = _LEN.unpack_from(buf, pos)[0]
+            yield bytes(buf[pos + 4:pos + 4 + n])
+            pos += 4 + n
+        del buf[:pos]
+
+
 async def idle_pulls(port: int, count: int, stop: asyncio.Event) -> None:
     """`count` long-polling pulls held on IDLE_TOPIC's 4 queues, each re-asked when answered."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
 
     def ask(k: int) -> None:
-        writer.write(RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-            "consumerGroup": f"CapacityIdleGroup{k}", "topic": IDLE_TOPIC, "queueId": k % 4, "queueOffset": 0,
-            "maxMsgNums": 32, "sysFlag": PULL_SUSPEND | PULL_SUBSCRIPTION, "commitOffset": 0,
-            "suspendTimeoutMillis": 30_000, "subVersion": 0, "subscription": "*", "expressionType": "TAG"},
-            language="JAVA").encode())
+        writer.write(pull_request(f"CapacityIdleGroup{k}", IDLE_TOPIC, k % 4, 0, 30_000).encode())
 
     for k in range(count):
         ask(k)
-    buf = bytearray()
     answered = 0
     try:
-        while not stop.is_set():
-            data = await reader.read(1 << 16)
-            if not data:
-                break
-            buf += data
-            while len(buf) >= 4 and len(buf) - 4 >= _LEN.unpack_from(buf, 0)[0]:
-                del buf[:4 + _LEN.unpack_from(buf, 0)[0]]
-                ask(answered % count)
-                answered += 1
+        async for _ in frames_of(reader, stop):
+            ask(answered % count)
+            answered += 1
     finally:
         writer.close()
 
@@ -179,39 +192,24 @@ async def tail_pulls(port: int, stop: asyncio.Event, consumed: list, rtts: list)
     queue_of: dict[int, tuple[int, float]] = {}
 
     def ask(queue: int, offset: int) -> None:
-        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-            "consumerGroup": "CapacityTailGroup", "topic": TOPIC, "queueId": queue, "queueOffset": offset,
-            "maxMsgNums": 32, "sysFlag": PULL_SUSPEND | PULL_SUBSCRIPTION, "commitOffset": 0,
-            "suspendTimeoutMillis": 15_000, "subVersion": 0, "subscription": "*", "expressionType": "TAG"},
-            language="JAVA")
+        cmd = pull_request("CapacityTailGroup", TOPIC, queue, offset, 15_000)
         queue_of[cmd.opaque] = (queue, time.perf_counter())
         writer.write(cmd.encode())
 
     for q in range(4):
         ask(q, 0)
-    buf = bytearray()
     try:
-        while not stop.is_set():
-            data = await reader.read(1 << 18)
-            if not data:
-                break
-            buf += data
-            while len(buf) >= 4 and len(buf) - 4 >= _LEN.unpack_from(buf, 0)[0]:
-                n = _LEN.unpack_from(buf, 0)[0]
-                hlen = _LEN.unpack_from(buf, 4)[0] & 0xFFFFFF
-                header = json.loads(bytes(buf[8:8 + hlen]))
-                body = memoryview(buf)[8 + hlen:4 + n]
-                pos = 0
-                while pos + 4 <= len(body):          # the records, by their TOTALSIZE fields
-                    pos += _LEN.unpack_from(body, pos)[0]
-                    consumed[0] += 1
-                body.release()
-                ext = header.get("extFields") or {}
-                queue, asked_at = queue_of.pop(header["opaque"])
-                now = time.perf_counter()
-                rtts.append((now, now - asked_at))
-                ask(queue, int(ext.get("nextBeginOffset", 0)))
-                del buf[:4 + n]
+        async for frame in frames_of(reader, stop):
+            hlen = _LEN.unpack_from(frame, 0)[0] & 0xFFFFFF
+            header = json.loads(frame[4:4 + hlen])
+            pos = 4 + hlen
+            while pos + 4 <= len(frame):          # the records, by their TOTALSIZE fields
+                pos += _LEN.unpack_from(frame, pos)[0]
+                consumed[0] += 1
+            queue, asked_at = queue_of.pop(header["opaque"])
+            now = time.perf_counter()
+            rtts.append((now, now - asked_at))
+            ask(queue, int((header.get("extFields") or {}).get("nextBeginOffset", 0)))
     finally:
         writer.close()
 

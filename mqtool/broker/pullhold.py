@@ -66,7 +66,7 @@ class PullHoldService:
         return woken
 
     def notify_threadsafe(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> None:
-        if (topic, queue_id) not in self.holds:
+        if self._key(topic, queue_id) not in self.holds:
             return
         if threading.get_ident() == self._loop_thread:
             self.notify(topic, queue_id, max_offset, tags_code)
