@@ -121,8 +121,10 @@ class Consumer(ClientBase):
             RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": self.group, "topic": mq.topic,
                                                  "queueId": mq.queue_id, "commitOffset": offset}, oneway=True))
 
-    async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
-                   suspend_ms: int = 0, commit_offset: int | None = None) -> PullResult:
+    async def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+                       suspend_ms: int = 0, commit_offset: int | None = None) -> RemotingCommand:
+        """One PULL_MESSAGE; the answer as it came (its body is the records as stored), its
+        suggestWhichBrokerId noted for the queue's next request."""
         sys_flag = 0x4 | (0x2 if suspend_ms else 0) | (0x1 if commit_offset is not None else 0)
         cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
             "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
@@ -133,12 +135,17 @@ class Consumer(ClientBase):
         ok = (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
               ResponseCode.PULL_OFFSET_MOVED)
         check(resp, f"pull {mq.topic}/{mq.queue_id}", ok)
+        self.pull_from[mq] = int(resp.ext_fields.get("suggestWhichBrokerId", 0) or 0)
+        return resp
+
+    async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+                   suspend_ms: int = 0, commit_offset: int | None = None) -> PullResult:
+        resp = await self.pull_raw(mq, offset, max_nums, expression, suspend_ms, commit_offset)
         msgs = decode_records(resp.body) if resp.code == ResponseCode.SUCCESS else []
         sub = Subscription.parse(mq.topic, expression)
         if sub.tags:
             msgs = [m for m in msgs if (m.tags or "") in sub.tags]    # hash collisions: re-check the tag
         e = resp.ext_fields
-        self.pull_from[mq] = int(e.get("suggestWhichBrokerId", 0) or 0)
         return PullResult(resp.code, msgs, int(e.get("nextBeginOffset", offset)), int(e.get("minOffset", 0)),
                           int(e.get("maxOffset", 0)))
 

@@ -227,20 +227,22 @@ def _bodies(arr, t, timer):
     return data, off, crc_ok
 
 
-def table_batch(buf, t: dict, file_offset: int, timer: Timer | None = None):
+def table_batch(buf, t: dict, file_offset: int, timer: Timer | None = None, offsets: np.ndarray | None = None):
     """One RecordBatch (export COLUMNS order) from a header table of selected records, or None
-    when the batch needs the reference decoder. `file_offset`: commitlog offset of buf[0]."""
+    when the batch needs the reference decoder. `file_offset`: commitlog offset of buf[0];
+    `offsets`: each record's commitlog offset instead (records pulled from a broker, not a file)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from mqtool.spark.export import arrow_schema
+    from mqtool.spark.schema import arrow_schema
     timer = timer or Timer()
     arr = np.frombuffer(buf, dtype=np.uint8)
     pos, sys_flag = t["position"], t["sys_flag"]
     born_w = np.where(sys_flag & BORN_V6, 20, 8)
     store_pos = pos + 56 + born_w
     store_w = np.where(sys_flag & STORE_V6, 20, 8)
-    offsets = pos + file_offset
+    if offsets is None:
+        offsets = pos + file_offset
     props = _properties(pa, pc, arr, t["props_pos"], t["props_len"])
     if props is None:
         return None

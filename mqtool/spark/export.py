@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 from mqtool.spark.progress import describe
+from mqtool.spark.schema import COLUMNS, SCHEMA_DDL, arrow_schema  # noqa: F401 - export's names for them
 from mqtool.spark.selection import Selection, topic_index
 from mqtool.spark.source import SPLIT_BYTES, FileScan, Split, local_plan, open_range, plan
 from mqtool_store.codes import Prop
@@ -27,28 +28,11 @@ from mqtool_store.errors import NotFoundError, StoreError
 from mqtool_store.logscan import header_table, walk
 from mqtool_store.msgid import create_offset_msg_id
 
-COLUMNS = [
-    ("topic", "string"), ("queue_id", "int"), ("queue_offset", "bigint"), ("commitlog_offset", "bigint"),
-    ("store_size", "int"), ("body", "binary"), ("body_crc", "int"), ("crc_ok", "boolean"), ("flag", "int"),
-    ("sys_flag", "int"), ("born_timestamp", "bigint"), ("born_host", "string"), ("store_timestamp", "bigint"),
-    ("store_host", "string"), ("reconsume_times", "int"), ("prepared_transaction_offset", "bigint"),
-    ("tags", "string"), ("keys", "array<string>"), ("msg_id", "string"), ("uniq_key", "string"),
-    ("properties", "map<string,string>"), ("store_date", "date"),
-]
-SCHEMA_DDL = ", ".join(f"{n} {t}" for n, t in COLUMNS)
 PARTITION_COLUMNS = ("topic", "store_date", "queue_id")
 MODES = ("overwrite", "append", "error")
 WRITERS = ("tasks", "jvm")
 BATCH_ROWS = 8192
 DAY_MS = 86_400_000
-
-
-def arrow_schema():
-    import pyarrow as pa
-    types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "binary": pa.binary(),
-             "boolean": pa.bool_(), "array<string>": pa.list_(pa.string()),
-             "map<string,string>": pa.map_(pa.string(), pa.string()), "date": pa.date32()}
-    return pa.schema([(n, types[t]) for n, t in COLUMNS])
 
 
 def selected_positions(buf, base: int, split: Split, selection: Selection):
@@ -73,8 +57,9 @@ def split_batches(split: Split, selection: Selection, batch_rows: int = BATCH_RO
         yield from reference_batches(buf, base, split, selected_positions(buf, base, split, selection), batch_rows)
 
 
-def reference_batches(buf, base: int, split: Split, positions, batch_rows: int = BATCH_ROWS):
-    """Records at `positions` of buf (bytes of split's file from `base`) decoded one by one."""
+def reference_batches(buf, base: int, split: Split, positions, batch_rows: int = BATCH_ROWS, offsets=None):
+    """Records at `positions` of buf (bytes of split's file from `base`) decoded one by one.
+    `offsets`: each record's commitlog offset, where buf is not a file's bytes (a pull's answer)."""
     import pyarrow as pa
     schema = arrow_schema()
     hosts: dict = {}
@@ -88,9 +73,10 @@ def reference_batches(buf, base: int, split: Split, positions, batch_rows: int =
     cols = [[] for _ in COLUMNS]
     (topic, qid, qoff, cl_off, size, body_c, crc_c, crc_ok, flag, sysf, born_ts, born_h, store_ts, store_h,
      recon, prep, tags, keys, msg_id, uniq, props, date) = cols
-    for pos in positions.tolist():
+    offs = offsets.tolist() if offsets is not None else None
+    for i, pos in enumerate(positions.tolist()):
         rec = decode_record(buf, pos, split.end - base)
-        off = split.file_start + base + pos
+        off = offs[i] if offs is not None else split.file_start + base + pos
         stored = body = rec.body
         if rec.sys_flag & 1:            # COMPRESSED_FLAG (a plain int test: IntFlag ops are slow here)
             try:

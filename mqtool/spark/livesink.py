@@ -1,0 +1,127 @@
+"""The `rocketmq` sink: rows of a DataFrame sent as messages, batched per task and topic.
+
+Columns: `topic` (or the `topic` option), `body` (binary or string), optional `tags`, `keys`
+(string, space-separated as KEYS is, or array of strings) and `properties` (map). Each batch is
+one SEND_BATCH_MESSAGE (up to `sendBatchSize` rows and 1 MiB of bodies), several in flight; any
+answer other than SEND_OK fails the task with the broker's code and remark. RocketMQ 4 has no
+idempotent producer, so a retried task sends its rows again: the sink is at-least-once.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from mqtool.client.producer import OutMessage, Producer
+from mqtool.spark.liveoptions import LiveOptions, OptionError
+from mqtool_store.codes import Prop
+
+IN_FLIGHT = 8
+BATCH_BYTES = 1 << 20
+SINK_GROUP = "PID_MQTOOL_SPARK"
+# Properties the producer or the broker sets: taken from a row's columns or made anew, never copied
+# from its `properties` (an export's rows carry them as they were stored).
+RESERVED = frozenset({
+    Prop.KEYS, Prop.TAGS, Prop.WAIT, Prop.DELAY, Prop.UNIQ_KEY, Prop.RETRY_TOPIC, Prop.REAL_TOPIC, Prop.REAL_QID,
+    Prop.TRAN_MSG, Prop.PGROUP, Prop.MIN_OFFSET, Prop.MAX_OFFSET, Prop.CLUSTER, Prop.RECONSUME_TIME,
+    Prop.MAX_RECONSUME_TIMES, Prop.TRAN_PREPARED_QUEUE_OFFSET, Prop.TRANSACTION_CHECK_TIMES,
+    Prop.CHECK_IMMUNITY_TIME_IN_SECONDS, "CONSUME_START_TIME", "MSG_REGION", "TRACE_ON",
+})
+TYPES = {"topic": ("string",), "body": ("binary", "string"), "tags": ("string",),
+         "keys": ("string", "array<string>"), "properties": ("map<string,string>",)}
+
+
+def check_columns(fields: dict[str, str], opts: LiveOptions) -> None:
+    """fields: column name -> Spark simpleString type. One clear error for a frame the sink cannot send."""
+    if "body" not in fields:
+        raise OptionError(f"the rocketmq sink needs a body column (binary or string); the columns are "
+                          f"{', '.join(fields) or 'none'}")
+    if "topic" not in fields and not opts.send_topic:
+        raise OptionError("the rocketmq sink needs a topic column or the topic option")
+    for name, allowed in TYPES.items():
+        if name in fields and fields[name] not in allowed:
+            raise OptionError(f"column {name} is {fields[name]}; the rocketmq sink takes {' or '.join(allowed)}")
+
+
+def messages(batch, default_topic: str | None):
+    """OutMessages of one Arrow record batch, in row order."""
+    cols = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)
+            if name in ("topic", "body", "tags", "keys", "properties")}
+    n = batch.num_rows
+    topics = cols.get("topic") or [default_topic] * n
+    bodies = cols["body"]
+    tags = cols.get("tags") or [None] * n
+    keys = cols.get("keys") or [None] * n
+    props = cols.get("properties") or [None] * n
+    for i in range(n):
+        topic = topics[i] or default_topic
+        if not topic:
+            raise OptionError(f"row {i} of a batch has no topic (null topic column and no topic option)")
+        body = bodies[i]
+        if body is None:
+            raise OptionError(f"row {i} of a batch has a null body")
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        k = keys[i]
+        klist = [w for w in k.split(" ") if w] if isinstance(k, str) else [w for w in (k or []) if w]
+        p = props[i]
+        pd = {a: b for a, b in (p.items() if isinstance(p, dict) else p or []) if a not in RESERVED and b is not None}
+        yield OutMessage(topic, body, keys=klist, tags=tags[i] or None, properties=pd)
+
+
+def _batches(msgs, size: int):
+    """Lists of up to `size` messages of one topic and about BATCH_BYTES of bodies."""
+    per_topic: dict[str, tuple[list, list]] = {}
+    for m in msgs:
+        cur = per_topic.setdefault(m.topic, ([], [0]))
+        cur[0].append(m)
+        cur[1][0] += len(m.body)
+        if len(cur[0]) >= size or cur[1][0] >= BATCH_BYTES:
+            yield cur[0]
+            per_topic[m.topic] = ([], [0])
+    for lst, _ in per_topic.values():
+        if lst:
+            yield lst
+
+
+async def _send_all(opts: LiveOptions, record_batches) -> int:
+    producer = Producer(opts.namesrv, opts.group or SINK_GROUP, credentials=opts.credentials(),
+                        timeout_s=min(opts.timeout_s, 10.0))
+    sent = 0
+    window = asyncio.Semaphore(IN_FLIGHT)
+    failures: list[BaseException] = []
+    tasks: set[asyncio.Task] = set()
+
+    async def one(lst):
+        nonlocal sent
+        try:
+            if len(lst) == 1:
+                await producer.send(lst[0])
+            else:
+                await producer.send_batch(lst)
+            sent += len(lst)
+        except BaseException as exc:  # noqa: BLE001 - the first failure fails the task
+            failures.append(exc)
+        finally:
+            window.release()
+    try:
+        for rb in record_batches:
+            for lst in _batches(messages(rb, opts.send_topic), opts.send_batch):
+                await window.acquire()
+                if failures:
+                    raise failures[0]
+                t = asyncio.create_task(one(lst))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+        if failures:
+            raise failures[0]
+        return sent
+    finally:
+        for t in tasks:
+            t.cancel()
+        await producer.close()
+
+
+def send_batches(opts: LiveOptions, record_batches) -> int:
+    """Send every row; returns how many were acknowledged. Raises on the first failed send."""
+    return asyncio.run(_send_all(opts, record_batches))
