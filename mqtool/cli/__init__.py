@@ -23,7 +23,7 @@ GROUPS = {
     "namesrv": ("namesrv", "app", "Servers", "Run a RocketMQ name server."),
     "broker": ("broker", "app", "Servers", "Run a RocketMQ broker."),
     "ha": ("ha", "app", "Servers", "Master/slave replication (HA)."),
-    "spark": ("spark", "app", "Spark jobs", "Spark jobs: export messages to Parquet, rebuild consume queues and index."),
+    "spark": ("spark", "app", "Spark jobs", "Spark jobs: export stores and live clusters to Parquet, replay, rebuild consume queues and index."),
     "topic": ("admin", "topic_app", "Administration", "Create, delete, list and inspect topics."),
     "cluster": ("admin", "cluster_app", "Administration", "Clusters and their brokers."),
     "group": ("admin", "group_app", "Administration", "Consumer groups: progress and lag."),

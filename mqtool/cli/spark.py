@@ -7,10 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from mqtool.cli.auth import AccessKeyOpt, SecretKeyOpt
 from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, UsageError, err_console, register_lazy
 from mqtool.cli.output import console, emit_json, parse_time, table
 
-app = typer.Typer(help="Spark jobs: export messages to Parquet, rebuild consume queues and index.",
+app = typer.Typer(help="Spark jobs: export stores and live clusters to Parquet, replay, rebuild consume queues and index.",
                   no_args_is_help=True)
 
 
@@ -64,8 +65,9 @@ def _report_corrupt(result: dict, skip: bool) -> bool:
 
 @app.command()
 def export(
-    store_root: Annotated[str, typer.Argument(help="Store root (storePathRootDir): a path or a URI.")],
-    out: Annotated[str, typer.Option("--out", "-o", help="Parquet output directory (a path or a URI).")],
+    store_root: Annotated[Optional[str], typer.Argument(
+        help="Store root (storePathRootDir): a path or a URI. Leave out with -n to export a live cluster.")] = None,
+    out: Annotated[str, typer.Option("--out", "-o", help="Parquet output directory (a path or a URI).")] = "",
     topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", help="Topic or glob (repeatable).")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Store time from (epoch ms or ISO).")] = None,
     until: Annotated[Optional[str], typer.Option("--until", help="Store time until (epoch ms or ISO).")] = None,
@@ -74,16 +76,59 @@ def export(
     include_system_topics: Annotated[bool, typer.Option(
         "--include-system-topics", help="Also %RETRY%, %DLQ%, SCHEDULE_TOPIC_XXXX, RMQ_SYS_* ...")] = False,
     partition_by: Annotated[Optional[str], typer.Option(
-        "--partition-by", help="Comma-separated: topic, store_date, queue_id.")] = None,
+        "--partition-by", help="Comma-separated: topic, store_date, queue_id (live: also broker_name).")] = None,
     mode: Annotated[Optional[str], typer.Option(
         "--mode", help="overwrite, append or error (the default; fails when OUT exists).")] = None,
+    namesrv: Annotated[Optional[str], typer.Option(
+        "-n", "--namesrv-addr", help="Live export: name servers, ';'-separated (NAMESRV_ADDR when -n is bare).",
+        rich_help_panel="Live cluster")] = None,
+    checkpoint: Annotated[Optional[str], typer.Option(
+        "--checkpoint", help="Live export: Spark's checkpoint directory (what was exported so far).",
+        rich_help_panel="Live cluster")] = None,
+    available_now: Annotated[bool, typer.Option(
+        "--available-now", help="Live export: export what is there now, then stop (the default).",
+        rich_help_panel="Live cluster")] = False,
+    interval: Annotated[Optional[str], typer.Option(
+        "--interval", help="Live export: keep running, one micro-batch every INTERVAL (30s, 1m, 500ms) until Ctrl-C.",
+        rich_help_panel="Live cluster")] = None,
+    max_per_trigger: Annotated[Optional[int], typer.Option(
+        "--max-messages-per-trigger", min=1, help="Live export: at most N messages per micro-batch.",
+        rich_help_panel="Live cluster")] = None,
+    tags: Annotated[Optional[str], typer.Option(
+        "--tags", help="Live export: a tag expression filtered on the broker (TagA || TagB).",
+        rich_help_panel="Live cluster")] = None,
+    consumer_group: Annotated[Optional[str], typer.Option(
+        "--consumer-group", "-g", help="Live export: also commit the exported offsets for this group.",
+        rich_help_panel="Live cluster")] = None,
+    starting_offsets: Annotated[Optional[str], typer.Option(
+        "--starting-offsets", help='Live export, first run: earliest (default), latest or {"TOPIC": {"BROKER:QUEUE": N}}.',
+        rich_help_panel="Live cluster")] = None,
     skip_corrupt: SkipCorrupt = False,
     master: Master = "local[*]",
     conf: Conf = None,
     split_mib: SplitMiB = 64,
     json_out: Json = False,
+    access_key: AccessKeyOpt = None,
+    secret_key: SecretKeyOpt = None,
 ) -> None:
-    """Export the store's messages to Parquet, one row per message (bodies inflated)."""
+    """Export messages to Parquet, one row per message (bodies inflated): a store directory, or a
+    live cluster (-n) incrementally and exactly once (--checkpoint)."""
+    if not out:
+        raise UsageError("--out/-o is required (the Parquet output directory)")
+    if store_root is None:
+        from mqtool.cli.sparklive import live_export
+        return live_export(out=out, topics=topic or [], namesrv=namesrv, checkpoint=checkpoint, interval=interval,
+                           available_now=available_now, max_per_trigger=max_per_trigger, tags=tags,
+                           group=consumer_group, starting=starting_offsets, since=since, until=until,
+                           queue_offsets=queue_offsets, include_system=include_system_topics,
+                           partition_by=partition_by, mode=mode, master=master, conf=_conf(conf),
+                           json_out=json_out, access_key=access_key, secret_key=secret_key)
+    live_only = {"-n": namesrv, "--checkpoint": checkpoint, "--interval": interval, "--tags": tags,
+                 "--consumer-group": consumer_group, "--starting-offsets": starting_offsets,
+                 "--max-messages-per-trigger": max_per_trigger, "--available-now": available_now or None}
+    given = [k for k, v in live_only.items() if v is not None]
+    if given:
+        raise UsageError(f"{given[0]} is for a live export: leave out STORE_ROOT to export the cluster at -n")
     from mqtool.spark.export import MODES, PARTITION_COLUMNS, output_exists, run_export
     from mqtool.spark.selection import Selection, parse_queue_offsets
     from mqtool.spark.source import list_commitlog
@@ -202,3 +247,21 @@ def rebuild_index(
         err_console.print(f"Spark log: {log_file}", markup=False)
     if _report_corrupt(result, skip_corrupt):
         raise typer.Exit(EXIT_PROBLEMS)
+
+
+@app.command()
+def replay(
+    parquet: Annotated[str, typer.Argument(help="Parquet file or directory (an export, or any with a body column).")],
+    topic: Annotated[str, typer.Option("--topic", "-t", help="The topic to send the rows to.")],
+    namesrv: Annotated[Optional[str], typer.Option(
+        "-n", "--namesrv-addr", help="Name servers, ';'-separated (or NAMESRV_ADDR).")] = None,
+    batch: Annotated[int, typer.Option("--batch", min=1, max=1024, help="Messages per SEND_BATCH_MESSAGE.")] = 256,
+    master: Master = "local[*]",
+    conf: Conf = None,
+    json_out: Json = False,
+    access_key: AccessKeyOpt = None,
+    secret_key: SecretKeyOpt = None,
+) -> None:
+    """Send the rows of a Parquet export back into a topic: body, keys, tags and properties kept."""
+    from mqtool.cli.sparklive import live_replay
+    live_replay(parquet, topic, namesrv, batch, master, _conf(conf), json_out, access_key, secret_key)

@@ -1,0 +1,285 @@
+"""The `rocketmq` data source against a live cluster on 127.0.0.1: a name server, broker group
+broker-a (master and slave) and broker group broker-b. Batch and streaming reads, the sink, the
+CLI's live export (exactly once across a SIGKILL of the driver) and replay, and reading from the
+slave once broker-a's master is gone (the last test: it kills that master)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'mqtool[spark]')")
+
+from mqtool.client.admin import Admin  # noqa: E402
+from mqtool.client.producer import OutMessage, Producer  # noqa: E402
+from mqtool.spark import register  # noqa: E402
+from mqtool.spark.schema import LIVE_COLUMNS, live_arrow_schema  # noqa: E402
+from tests.conftest import json_lines, run_cli  # noqa: E402
+from tests.servers import REPO, FAST_LEVELS, Process, free_port, free_port_pair, wait_until  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+class Cluster:
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        port = free_port()
+        self.ns_proc = Process(["namesrv", "start", "--listen", f"127.0.0.1:{port}", "--kv-config",
+                                str(tmp / "kv.json")], "boot success")
+        self.ns = f"127.0.0.1:{port}"
+        self.procs: dict[str, Process] = {}
+        self.addrs: dict[str, str] = {}
+
+    def start(self, who: str, broker: str, broker_id: int, role: str) -> None:
+        port = free_port_pair()
+        self.addrs[who] = f"127.0.0.1:{port}"
+        conf = self.tmp / f"{who}.conf"
+        conf.write_text(f"brokerClusterName=LiveCluster\nbrokerName={broker}\nbrokerId={broker_id}\n"
+                        f"brokerRole={role}\nmessageDelayLevel={FAST_LEVELS}\n")
+        self.procs[who] = Process(["broker", "start", "-n", self.ns, "-c", str(conf), "--listen", self.addrs[who],
+                                   "--store-dir", str(self.tmp / f"store-{who}")], "boot success")
+
+    def kill(self, who: str) -> None:
+        proc = self.procs.pop(who)
+        os.kill(proc.proc.pid, signal.SIGKILL)
+        proc.proc.wait(10)
+        proc.proc.stderr.close()
+
+    def close(self) -> None:
+        for who in list(self.procs):
+            self.procs.pop(who).stop()
+        self.ns_proc.stop()
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+async def _create(ns: str, topic: str, queues: int = 4) -> None:
+    admin = Admin(ns)
+    try:
+        await admin.create_topic(topic, queues, queues)
+    finally:
+        await admin.close()
+
+
+async def _send(ns: str, topic: str, n: int, start: int = 0, tags=("A", "B")) -> list[dict]:
+    producer = Producer(ns, "PID_LIVE_TEST")
+    sent = []
+    try:
+        for i in range(start, start + n, 50):
+            msgs = [OutMessage(topic, f"m{j}".encode(), keys=[f"k{j}", "shared"], tags=tags[j % len(tags)],
+                               properties={"seq": str(j)}) for j in range(i, min(i + 50, start + n))]
+            r = await producer.send_batch(msgs)
+            sent += [{"seq": int(m.properties["seq"]), "broker": r.broker} for m in msgs]
+    finally:
+        await producer.close()
+    return sent
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory, spark):
+    c = Cluster(tmp_path_factory.mktemp("live"))
+    try:
+        c.start("a-master", "broker-a", 0, "ASYNC_MASTER")
+        c.start("a-slave", "broker-a", 1, "SLAVE")
+        c.start("b-master", "broker-b", 0, "ASYNC_MASTER")
+        wait_until("both broker groups in the route", lambda: run_cli(
+            "cluster", "list", "-n", c.ns, "--json").stdout.count("broker-") >= 3, timeout=30)
+        for t in ("Orders", "PayIn", "PayOut", "Copy", "Sunk"):
+            _run(_create(c.ns, t))
+        register(spark)
+        yield c
+    finally:
+        c.close()
+
+
+def _read(spark, ns: str, **options):
+    reader = spark.read.format("rocketmq").option("namesrv", ns)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def test_batch_read_has_the_export_columns_and_every_message(live, spark):
+    sent = _run(_send(live.ns, "Orders", 400))
+    df = _read(spark, live.ns, topics="Orders")
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == LIVE_COLUMNS
+    rows = df.collect()
+    assert sorted(int(r.properties["seq"]) for r in rows) == list(range(400))
+    assert {r.broker_name for r in rows} == {"broker-a", "broker-b"}
+    by_seq = {int(r.properties["seq"]): r for r in rows}
+    for s in sent[:20]:
+        r = by_seq[s["seq"]]
+        assert r.broker_name == s["broker"]
+        assert r.body == f"m{s['seq']}".encode() and r.crc_ok
+        assert r.keys == [f"k{s['seq']}", "shared"] and r.tags == ("A", "B")[s["seq"] % 2]
+        assert r.uniq_key and len(r.msg_id) == 32
+    # Every (broker, queue) holds offsets 0..n-1 once: the source read whole queues, no more, no less.
+    per_queue: dict = {}
+    for r in rows:
+        per_queue.setdefault((r.broker_name, r.queue_id), []).append(r.queue_offset)
+    for offs in per_queue.values():
+        assert sorted(offs) == list(range(len(offs)))
+    # Arrow end to end: the same rows through toArrow, in the shared schema.
+    assert df.toArrow().schema.equals(live_arrow_schema())
+
+
+def test_offsets_json_tags_globs_and_min_partitions(live, spark):
+    _run(_send(live.ns, "PayIn", 100))
+    _run(_send(live.ns, "PayOut", 60))
+    both = _read(spark, live.ns, topics="Pay*")
+    assert both.count() == 160
+    only_a = _read(spark, live.ns, topics="Pay*", tags="A").collect()
+    assert len(only_a) == 80 and {r.tags for r in only_a} == {"A"}
+    q = _read(spark, live.ns, topics="PayIn", startingOffsets='{"PayIn": {"broker-a:0": 2}}',
+              endingOffsets='{"PayIn": {"broker-a:0": 5}}')
+    got = [(r.broker_name, r.queue_id, r.queue_offset) for r in q.collect() if (r.broker_name, r.queue_id) == ("broker-a", 0)]
+    assert sorted(got) == [("broker-a", 0, 2), ("broker-a", 0, 3), ("broker-a", 0, 4)]
+    split = _read(spark, live.ns, topics="PayIn", minPartitions="24")
+    assert split.rdd.getNumPartitions() >= 24
+    assert sorted(int(r.properties["seq"]) for r in split.collect()) == list(range(100))
+
+
+def test_sink_sends_rows_and_they_read_back(live, spark):
+    df = spark.createDataFrame([("Sunk", f"row{i}", "T" if i % 2 else None, [f"id{i}"], {"p": str(i)})
+                                for i in range(300)], "topic string, body string, tags string, keys array<string>, "
+                               "properties map<string,string>")
+    df.write.format("rocketmq").option("namesrv", live.ns).mode("append").save()
+    back = _read(spark, live.ns, topics="Sunk").collect()
+    assert sorted(r.body for r in back) == sorted(f"row{i}".encode() for i in range(300))
+    for r in back:
+        i = int(r.properties["p"])
+        assert r.keys == [f"id{i}"] and r.tags == ("T" if i % 2 else None)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        f = task / "children"
+        if f.exists():
+            out += [int(x) for x in f.read_text().split()]
+    return out
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or stat.read_text().split(") ")[-1].startswith("Z")
+
+
+def test_live_export_is_exactly_once_across_a_driver_kill(live, spark, tmp_path):
+    topic = "Orders"
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    cmd = [sys.executable, "-m", "mqtool", "spark", "export", "-n", live.ns, "-t", topic, "-o", str(out),
+           "--checkpoint", str(ck), "--interval", "200ms", "--max-messages-per-trigger", "50", "--master", "local[2]"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        while len([ln for ln in lines if ln.startswith("batch ")]) < 3:
+            line = proc.stderr.readline()
+            assert line or proc.poll() is None, "".join(lines)
+            lines.append(line)
+        jvms = _children(proc.pid)
+        _run(_send(live.ns, topic, 200, start=400))     # more while it runs
+        time.sleep(0.3)                                 # let it be inside a micro-batch; any moment will do
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        for pid in jvms:                                # Spark's JVM exits when its driver's pipe closes
+            wait_until("the killed driver's JVM to exit", lambda: _gone(pid), timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.stderr.close()
+    again = run_cli("spark", "export", "-n", live.ns, "-t", topic, "-o", out, "--checkpoint", ck, "--available-now",
+                    "--master", "local[2]", "--json", "-g", "spark-export")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json_lines(again.stdout)[-1]["group_offsets_committed"] == 8
+    rows = spark.read.parquet(str(out)).select("broker_name", "queue_id", "queue_offset", "properties").collect()
+    keys = [(r.broker_name, r.queue_id, r.queue_offset) for r in rows]
+    assert len(keys) == len(set(keys)) == 600                      # each exactly once
+    assert sorted(int(r.properties["seq"]) for r in rows) == list(range(600))
+    progress = run_cli("group", "progress", "-n", live.ns, "-g", "spark-export", "--json")
+    assert sum(r["lag"] for r in json_lines(progress.stdout)) == 0, progress.stdout
+
+
+def test_replay_sends_an_export_back_with_keys_tags_and_properties(live, spark, tmp_path):
+    src = tmp_path / "orders.parquet"
+    _read(spark, live.ns, topics="Orders").write.parquet(str(src))
+    proc = run_cli("spark", "replay", src, "-t", "Copy", "-n", live.ns, "--master", "local[2]", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json_lines(proc.stdout)[-1]["rows"] == 600
+    orig = {int(r.properties["seq"]): r for r in _read(spark, live.ns, topics="Orders").collect()}
+    copy = _read(spark, live.ns, topics="Copy").collect()
+    assert len(copy) == 600
+    for r in copy:
+        o = orig[int(r.properties["seq"])]
+        assert (r.body, r.keys, r.tags) == (o.body, o.keys, o.tags)
+        assert r.uniq_key != o.uniq_key                 # a new message, with its own id
+
+
+@pytest.mark.parametrize("args, says", [
+    (["-t", "Orders", "--checkpoint", "CK"], "cannot connect"),
+    (["-t", "NoSuchTopic", "--checkpoint", "CK"], "topic NoSuchTopic does not exist"),
+    (["-t", "Zz*", "--checkpoint", "CK"], "no topic matches Zz*"),
+    (["-t", "Orders", "--checkpoint", "CK", "--starting-offsets", "{oops"], "startingOffsets must be earliest"),
+    (["-t", "Orders", "--checkpoint", "CK", "--starting-offsets", '{"Orders": {"broker-z:0": 1}}'], "broker-z:0"),
+    (["-t", "Orders"], "needs --checkpoint"),
+])
+def test_live_export_bad_input_is_one_line(live, tmp_path, args, says):
+    ns = f"127.0.0.1:{free_port()}" if says == "cannot connect" else live.ns
+    args = [str(tmp_path / "ck") if a == "CK" else a for a in args]
+    proc = run_cli("spark", "export", "-n", ns, "-o", tmp_path / "out", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_replay_without_a_body_column_is_one_line(live, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({"payload": [b"x"]}), tmp_path / "x.parquet")
+    proc = run_cli("spark", "replay", tmp_path / "x.parquet", "-t", "Copy", "-n", live.ns)
+    assert proc.returncode == 2 and "has no body column" in proc.stderr and "Traceback" not in proc.stderr
+
+
+async def _slave_max(live, topic: str) -> dict[int, int]:
+    from mqtool.client.consumer import Consumer
+    from mqtool_remoting.codes import RequestCode
+    from mqtool_remoting.command import RemotingCommand
+    c = Consumer(live.ns)
+    try:
+        out = {}
+        for q in range(4):
+            resp = await c.invoke(live.addrs["a-slave"], RemotingCommand.request(
+                RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": q}))
+            out[q] = int(resp.ext_fields.get("offset", 0))
+        return {q: o for q, o in out.items() if o}
+    finally:
+        await c.close()
+
+
+def test_reads_from_the_slave_when_the_master_is_gone(live, spark):
+    before = sorted((r.broker_name, r.queue_id, r.queue_offset, r.body)
+                    for r in _read(spark, live.ns, topics="Orders").collect())
+    a = [b for b in before if b[0] == "broker-a"]
+    assert a
+    held = {(q, o) for _, q, o, _ in a}
+    wait_until("the slave to hold every message of broker-a", lambda: _run(_slave_max(live, "Orders")) == {
+        q: max(o for qq, o in held if qq == q) + 1 for q, _ in held}, timeout=30)
+    live.kill("a-master")           # the name server drops it when its connection closes
+    wait_until("broker-a's route to name only its slave", lambda: live.addrs["a-master"] not in run_cli(
+        "topic", "route", "-n", live.ns, "-t", "Orders", "--json").stdout, timeout=30)
+    after = sorted((r.broker_name, r.queue_id, r.queue_offset, r.body)
+                   for r in _read(spark, live.ns, topics="Orders").collect())
+    assert after == before
