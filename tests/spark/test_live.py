@@ -269,6 +269,35 @@ async def _slave_max(live, topic: str) -> dict[int, int]:
         await c.close()
 
 
+def test_streaming_export_on_a_standalone_spark_cluster(live, spark, tmp_path):
+    """The live export submitted to a real master + worker: the executors pull from both groups."""
+    from tests.spark.test_standalone import MASTER, WORKER, Daemons, _alive
+    port, ui, wui = free_port(), free_port(), free_port()
+    daemons = Daemons(tmp_path)
+    try:
+        daemons.start(MASTER, ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
+                      "I have been elected leader")
+        daemons.start(WORKER, [f"spark://127.0.0.1:{port}", "--host", "127.0.0.1", "--webui-port", str(wui),
+                               "--cores", "1", "--memory", "1g", "--work-dir", str(tmp_path / "work")],
+                      "Successfully registered with master")
+        out = tmp_path / "out"
+        proc = run_cli("spark", "export", "-n", live.ns, "-t", "Pay*", "-o", out, "--checkpoint", tmp_path / "ck",
+                       "--available-now", "--partition-by", "topic,broker_name", "--master",
+                       f"spark://127.0.0.1:{port}", "--conf", "spark.cores.max=1", "--conf",
+                       "spark.executor.memory=512m", "--json")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert json_lines(proc.stdout)[-1]["rows"] == 160
+        assert list((tmp_path / "work").glob("app-*/*/stderr"))       # tasks ran on the worker's executor
+    finally:
+        daemons.stop()
+    assert not any(_alive(p) for p in daemons.pids)
+    df = spark.read.parquet(str(out))
+    assert sorted(r.topic for r in df.select("topic").distinct().collect()) == ["PayIn", "PayOut"]
+    key = lambda d: sorted((r.broker_name, r.queue_id, r.queue_offset, r.topic) for r in  # noqa: E731
+                           d.select("broker_name", "queue_id", "queue_offset", "topic").collect())
+    assert key(df) == key(_read(spark, live.ns, topics="Pay*"))
+
+
 def test_reads_from_the_slave_when_the_master_is_gone(live, spark):
     before = sorted((r.broker_name, r.queue_id, r.queue_offset, r.body)
                     for r in _read(spark, live.ns, topics="Orders").collect())
