@@ -1,0 +1,154 @@
+"""The `rocketmq` Spark source and sink against a live local broker, beside same-run baselines.
+
+    python benchmarks/spark_live.py [--messages 1000000] [--stream-seconds 30] [--rate 2000] [--quick] [--json]
+
+One broker (ASYNC_FLUSH, embedded name server), `local[2]`:
+- batch read: N messages of 128 B read with spark.read.format("rocketmq") and written to Parquet,
+  against the offline `spark export` of the same broker's store in the same session (rows/s ratio);
+- replay: the export's rows sent back with the sink (`livejobs.replay`), against `mqtool send
+  --batch 64` of as many 128 B messages to the same broker (msg/s ratio);
+- streaming: a processing-time trigger of 1 s into Parquet while a producer sends at --rate msg/s;
+  each row's latency is its batch's commit (the mtime of its `_spark_metadata` entry) minus its
+  store timestamp: p50 and p99.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from brokerproc import REPO, broker_process  # noqa: E402
+
+
+def drain(proc) -> None:
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+
+
+def send_cli(ns: str, topic: str, n: int) -> float:
+    out = subprocess.run([sys.executable, "-m", "mqtool", "send", "-n", ns, "-t", topic, "--count", str(n), "--batch",
+                          "64", "--size", "128"], cwd=REPO, capture_output=True, text=True, timeout=900, check=True)
+    return float(re.search(r"Send TPS: ([\d.]+)", out.stdout).group(1))
+
+
+async def paced_sends(ns: str, topic: str, rate: int, seconds: float) -> int:
+    from mqtool.client.producer import OutMessage, Producer
+    p = Producer(ns, "PID_BENCH_STREAM")
+    sent, t0 = 0, time.monotonic()
+    try:
+        while time.monotonic() - t0 < seconds:
+            due = int((time.monotonic() - t0) * rate)
+            if sent < due:
+                burst = min(due - sent, 200)
+                await asyncio.gather(*(p.send(OutMessage(topic, b"s" * 128)) for _ in range(burst)))
+                sent += burst
+            else:
+                await asyncio.sleep(0.005)
+    finally:
+        await p.close()
+    return sent
+
+
+def stream_latency(spark, ns: str, topic: str, rate: int, seconds: float, tmp: Path) -> dict:
+    import pyarrow.parquet as pq
+    from mqtool.spark import register
+    register(spark)
+    out, ck = tmp / "stream-out", tmp / "stream-ck"
+    df = spark.readStream.format("rocketmq").option("namesrv", ns).option("topics", topic).option(
+        "startingOffsets", "latest").load()
+    q = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ck))
+         .trigger(processingTime="1 second").start())
+    time.sleep(3)                       # the first (empty) batches, JVM warm-up; not measured
+    sent = asyncio.run(paced_sends(ns, topic, rate, seconds))
+    deadline = time.monotonic() + 30                  # until the query has committed every message sent
+    while time.monotonic() < deadline:
+        p = q.lastProgress
+        end = json.loads(p["sources"][0]["endOffset"]) if p and isinstance(p["sources"][0]["endOffset"], str) else (
+            p["sources"][0]["endOffset"] if p else None) or {}
+        if sum(v for qs in end.values() for v in qs.values()) >= sent:
+            break
+        time.sleep(0.2)
+    time.sleep(1.5)                                   # the batch with the last messages commits
+    q.stop()
+    lat = []
+    for entry in sorted((out / "_spark_metadata").iterdir()):
+        if not entry.name.isdigit():
+            continue
+        committed_ms = entry.stat().st_mtime * 1000
+        for line in entry.read_text().splitlines()[1:]:
+            path = json.loads(line)["path"]
+            ts = pq.read_table(path.removeprefix("file:"), columns=["store_timestamp"]).column(0).to_pylist()
+            lat += [committed_ms - t for t in ts]
+    lat.sort()
+    pick = lambda p: round(lat[min(len(lat) - 1, int(p * len(lat)))] / 1000, 2) if lat else None  # noqa: E731
+    return {"sent": sent, "rows": len(lat), "p50_s": pick(0.50), "p99_s": pick(0.99), "rate": rate,
+            "seconds": seconds}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--stream-seconds", type=float, default=30.0)
+    ap.add_argument("--rate", type=int, default=2000)
+    ap.add_argument("--quick", action="store_true", help="20,000 messages, 5 s of streaming (a smoke run)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.quick:
+        a.messages, a.stream_seconds = 20_000, 5.0
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        print(json.dumps({"skipped": "pyspark is not installed"}))
+        return 0
+    from mqtool.spark.export import run_export
+    from mqtool.spark.livejobs import replay
+    from mqtool.spark.session import spark_session
+    from mqtool.spark import register
+    result: dict = {"messages": a.messages, "size": 128, "master": "local[2]", "flush": "ASYNC_FLUSH"}
+    with broker_process() as b, tempfile.TemporaryDirectory(prefix="mqtool-spark-live-") as tmpd:
+        drain(b.proc)
+        tmp = Path(tmpd)
+        for t in ("Bench", "Replay", "Stream"):
+            b.create_topic(t, 8)
+        result["send_batch_msg_s"] = send_cli(b.namesrv, "Bench", a.messages)
+        spark, _log = spark_session("local[2]", log_dir=tmp / "log")
+        register(spark)
+        try:
+            t0 = time.perf_counter()
+            df = spark.read.format("rocketmq").option("namesrv", b.namesrv).option("topics", "Bench").load()
+            df.write.parquet(str(tmp / "live"))
+            live_s = time.perf_counter() - t0
+            live_rows = spark.read.parquet(str(tmp / "live")).count()
+            t0 = time.perf_counter()
+            off = run_export(spark, b.tmp / "store", str(tmp / "offline"))
+            offline_s = time.perf_counter() - t0
+            result.update(live_read_rows=live_rows, live_read_rows_s=round(live_rows / live_s),
+                          offline_export_rows=off["messages"], offline_export_rows_s=round(off["messages"] / offline_s))
+            result["live_read_ratio"] = round(result["live_read_rows_s"] / result["offline_export_rows_s"], 3)
+            t0 = time.perf_counter()
+            rep = replay(spark, str(tmp / "offline"), {"namesrv": b.namesrv, "topic": "Replay"})
+            replay_s = time.perf_counter() - t0
+            result.update(replay_rows=rep["rows"], replay_msg_s=round(rep["rows"] / replay_s))
+            result["replay_ratio"] = round(result["replay_msg_s"] / result["send_batch_msg_s"], 3)
+            result["stream"] = stream_latency(spark, b.namesrv, "Stream", a.rate, a.stream_seconds, tmp)
+        finally:
+            spark.stop()
+    result["baseline"] = {"offline_export_rows_s": result["offline_export_rows_s"],
+                          "send_batch_msg_s": result["send_batch_msg_s"]}
+    if a.json:
+        print(json.dumps(result))
+    else:
+        for k, v in result.items():
+            print(f"{k}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
