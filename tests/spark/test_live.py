@@ -147,6 +147,24 @@ def test_offsets_json_tags_globs_and_min_partitions(live, spark):
     assert sorted(int(r.properties["seq"]) for r in split.collect()) == list(range(100))
 
 
+def test_stream_picks_up_new_topics_of_a_glob_with_once_and_available_now(live, spark, tmp_path):
+    def run(**trigger):
+        q = (spark.readStream.format("rocketmq").option("namesrv", live.ns).option("topics", "New*").load()
+             .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(**trigger).start())
+        q.awaitTermination()
+        assert q.exception() is None
+        return sorted((r.topic, int(r.properties["seq"])) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    _run(_create(live.ns, "NewA"))
+    _run(_send(live.ns, "NewA", 30))
+    assert run(availableNow=True) == [("NewA", i) for i in range(30)]
+    _run(_create(live.ns, "NewB", 2))
+    _run(_send(live.ns, "NewB", 20))
+    _run(_send(live.ns, "NewA", 5, start=30))
+    # Once more with the same checkpoint: what is new since, the new topic's messages too, each once.
+    assert run(once=True) == sorted([("NewA", i) for i in range(35)] + [("NewB", i) for i in range(20)])
+
+
 def test_sink_sends_rows_and_they_read_back(live, spark):
     df = spark.createDataFrame([("Sunk", f"row{i}", "T" if i % 2 else None, [f"id{i}"], {"p": str(i)})
                                 for i in range(300)], "topic string, body string, tags string, keys array<string>, "
