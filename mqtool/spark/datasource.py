@@ -19,16 +19,20 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 
 from mqtool.spark import livecluster as cluster
 from mqtool.spark.liveoptions import LiveOptions, offsets_from_json, offsets_to_json, parse_options
-from mqtool.spark.liveplan import QueueRange, check_named, limit, ranges, resolve, split
+from mqtool.spark.liveplan import QueueRange, check_named, limit, pack, ranges, resolve, split
 from mqtool.spark.schema import LIVE_SCHEMA_DDL
 
 log = logging.getLogger("mqtool.spark")
 
 
-def _partitions(rs: list[QueueRange]) -> list[InputPartition]:
-    """One task per range; its value is [(topic, broker, queue id, start, end)] (Spark hands the
-    reading side a plain InputPartition holding the value)."""
-    return [InputPartition([(r.topic, r.broker, r.queue_id, r.start, r.end)]) for r in rs]
+ROWS_PER_TASK = 65_536
+
+
+def _partitions(rs: list[QueueRange], min_partitions: int | None) -> list[InputPartition]:
+    """Tasks of queue ranges (`liveplan.pack`); a task's value is [(topic, broker, queue id, start,
+    end), ...] (Spark hands the reading side a plain InputPartition holding the value)."""
+    return [InputPartition([(r.topic, r.broker, r.queue_id, r.start, r.end) for r in group])
+            for group in pack(rs, min_partitions, ROWS_PER_TASK)]
 
 
 def _read(opts: LiveOptions, partition: InputPartition):
@@ -66,7 +70,7 @@ class BatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self):
-        return _partitions(plan_batch(self.opts))
+        return _partitions(plan_batch(self.opts), self.opts.min_partitions)
 
     def read(self, partition):
         yield from _read(self.opts, partition)
@@ -93,13 +97,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: LiveOptions):
         self.opts = opts
         self.target = None          # availableNow: the offsets at the query's start
+        self.states = None          # the queues' (min, max) as the last latestOffset saw them
 
     def initialOffset(self) -> dict:
         return offsets_to_json(cluster.run(_initial, self.opts))
 
     def latestOffset(self, start: dict, limit_: object = None) -> dict:
         begin = offsets_from_json(start)
-        latest, _ = cluster.run(_latest, self.opts)
+        latest, self.states = cluster.run(_latest, self.opts)
         if self.target is not None:
             latest = {q: min(v, self.target[q]) for q, v in latest.items() if q in self.target}
         merged = dict(begin)
@@ -123,9 +128,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, stop = offsets_from_json(start), offsets_from_json(end)
         if begin == stop:
             return []
-        _, st = cluster.run(_latest, self.opts)
+        st = self.states
+        if st is None or any(q not in st for q in stop):    # a batch re-planned after a restart
+            _, st = cluster.run(_latest, self.opts)
         return _partitions(split(ranges(begin, stop, st, self.opts.fail_on_data_loss, warn=log.warning),
-                                 self.opts.min_partitions))
+                                 self.opts.min_partitions), self.opts.min_partitions)
 
     def read(self, partition):
         yield from _read(self.opts, partition)

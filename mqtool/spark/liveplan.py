@@ -120,3 +120,21 @@ def split(rs: list[QueueRange], min_partitions: int | None) -> list[QueueRange]:
             out.append(QueueRange(r.topic, r.broker, r.queue_id, lo, hi))
             lo = hi
     return out
+
+
+def pack(pieces: list[QueueRange], min_partitions: int | None, rows_per_task: int) -> list[list[QueueRange]]:
+    """Pieces grouped into tasks: as many as `min_partitions` asks, else one per `rows_per_task`
+    messages (a small micro-batch is one task, not one per queue: a task costs ~0.1 s to start),
+    never more than there are pieces; largest first onto the lightest task."""
+    if not pieces:
+        return []
+    total = sum(p.size for p in pieces)
+    n = max(min_partitions or 1, -(-total // max(rows_per_task, 1)))
+    n = min(n, len(pieces))
+    bins: list[list[QueueRange]] = [[] for _ in range(n)]
+    load = [0] * n
+    for p in sorted(pieces, key=lambda p: (-p.size, p.queue, p.start)):
+        i = load.index(min(load))
+        bins[i].append(p)
+        load[i] += p.size
+    return bins

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqtool.spark.liveoptions import EARLIEST, LATEST, OptionError, offsets_from_json, offsets_to_json, parse_options
-from mqtool.spark.liveplan import DataLossError, QueueRange, check_named, limit, ranges, resolve, split
+from mqtool.spark.liveplan import DataLossError, QueueRange, check_named, limit, pack, ranges, resolve, split
 
 NS = {"namesrv": "127.0.0.1:9876", "topics": "Orders"}
 
@@ -96,6 +96,17 @@ def test_min_partitions_cuts_ranges_into_pieces_that_cover_them_exactly(spans, m
         mine = sorted((p.start, p.end) for p in pieces if p.queue_id == r.queue_id)
         assert mine[0][0] == r.start and mine[-1][1] == r.end
         assert all(a[1] == b[0] for a, b in zip(mine, mine[1:])) and all(s < e for s, e in mine)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 3000), min_size=0, max_size=12), st.one_of(st.none(), st.integers(1, 20)),
+       st.integers(1, 5000))
+def test_pack_puts_every_piece_in_one_task_and_honours_min_partitions(sizes, min_parts, per_task):
+    pieces = [QueueRange("T", "a", i, 0, n) for i, n in enumerate(sizes)]
+    tasks = pack(pieces, min_parts, per_task)
+    assert sorted(p.queue_id for t in tasks for p in t) == list(range(len(sizes)))     # each piece once
+    assert all(tasks) and len(tasks) <= len(pieces)
+    assert len(tasks) == min(len(pieces), max(min_parts or 1, -(-sum(sizes) // per_task))) if pieces else tasks == []
 
 
 def test_pull_answers_decode_to_the_exports_rows(basic_store):
