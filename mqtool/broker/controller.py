@@ -30,6 +30,7 @@ from mqtool_remoting.transport import Connection, RemotingClient, Server
 from mqtool_store.codes import Prop
 from mqtool_store.kernel import kernel as store_kernel
 from mqtool_store.messagestore import MessageStore, PutResult, PutStatus
+from mqtool_store.properties import format_properties
 from mqtool_store.storeconfig import (BROKER_ROLES, SLAVE, STORE_KEYS, SYNC_MASTER, MessageStoreConfig,
                                       apply_store_properties)
 
@@ -367,6 +368,8 @@ class BrokerController:
         if result.ok and not in_thread and waits:
             if not await self.flush_waiters.wait(result.end, self.store_config.syncFlushTimeout / 1000):
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        if not result.ok and commit_log_refused(first, result):
+            self.stats.put_failed()
         if result.ok:
             self.stats.put(first.topic, len(msgs) if batch else 1, result.size)
             if self.store_config.brokerRole == SYNC_MASTER and waits:
@@ -495,6 +498,17 @@ class BrokerController:
             except RemotingError as exc:
                 log.warning("unregister from name server %s failed: %s", addr, exc)
 
+
+
+def commit_log_refused(msg, result: PutResult) -> bool:
+    """What DefaultMessageStore counts in putMessageFailedTimes: a put the commit log refused (its
+    encoder: the record over maxMessageSize, properties over 32767 bytes), not one that checkStoreStatus
+    (a slave, a store not running) or checkMessage (a topic over 127 characters, a properties text over
+    32767 characters) refused before it."""
+    if result.status not in (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED):
+        return False
+    text = msg.properties_text if msg.properties_text is not None else format_properties(msg.properties)
+    return len(msg.topic) <= 127 and len(text) <= 32767
 
 
 def known_keys(config: BrokerConfig) -> list[str]:
