@@ -102,7 +102,7 @@ def test_the_fast_port_serves_sends_and_heartbeats_but_not_pulls(tmp_path):
 
 def test_a_slave_copies_its_masters_topics_through_the_fast_port(tmp_path):
     async def scenario():
-        async with master_with_data(tmp_path) as (ns, master, _client):
+        async with master_with_data(tmp_path) as (ns, master, client):
             seen = {"fast": [], "main": []}
             for side, server in (("fast", master.fast_server), ("main", master.server)):
                 inner = server.handler
@@ -124,6 +124,19 @@ def test_a_slave_copies_its_masters_topics_through_the_fast_port(tmp_path):
                 assert slave.schedule.path.read_bytes() == master.schedule.path.read_bytes()   # verbatim
                 assert seen["fast"] == [RequestCode.GET_ALL_TOPIC_CONFIG]        # as 4.9.8: only the topics there
                 assert [c for c in seen["main"] if c in SLAVE_COPIES] == list(SLAVE_COPIES[1:])
+
+                # GET_BROKER_HA_STATUS (5.x; 4.9.8 has no such request) names a slave's connection by its
+                # HA socket's address, as DefaultHAService.getRuntimeInfo does (getClientAddress()), not
+                # by the slave's broker address
+                for _ in range(200):
+                    if slave.ha_slave.connected and master.ha_master.connections:
+                        break
+                    await asyncio.sleep(0.05)
+                host, port = slave.ha_slave._transport.get_extra_info("sockname")[:2]
+                status = await client.invoke(master.config.broker_addr, RemotingCommand.request(
+                    RequestCode.GET_BROKER_HA_STATUS))
+                [conn] = jsonbody.loads(status.body)["haConnectionInfo"]
+                assert conn["addr"] == f"{host}:{port}" != slave.config.broker_addr
             finally:
                 await slave.stop()
     run(scenario())
