@@ -268,9 +268,9 @@ class TransactionProducer(Producer):
     async def on_request(self, conn, cmd):
         if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
             return await super().on_request(conn, cmd)
-        from mqtool_store.commitlog import decode_record
-        rec = decode_record(cmd.body)
+        from mqtool.client.consumer import decode_records     # inflated, as Java's MessageDecoder.decode
         try:
+            [rec] = decode_records(cmd.body)
             state = self.check_listener(rec)
         except Exception:  # noqa: BLE001
             state = UNKNOWN
