@@ -203,3 +203,27 @@ def test_fast_listen_port_moves_it_and_the_start_line_names_it(tmp_path, caplog)
             await master.stop()
             await ns.stop()
     run(scenario())
+
+
+def test_a_producer_with_the_vip_channel_sends_to_the_fast_port(tmp_path):
+    from mqtool.client.producer import OutMessage, Producer
+
+    async def scenario():
+        async with master_with_data(tmp_path) as (ns, master, _client):
+            seen = {"fast": [], "main": []}
+            for side, server in (("fast", master.fast_server), ("main", master.server)):
+                inner = server.handler
+
+                def spy(conn, cmd, inner=inner, side=side):
+                    seen[side].append(cmd.code)
+                    return inner(conn, cmd)
+                server.handler = spy
+            producer = Producer(f"127.0.0.1:{ns.port}", vip_channel=True)
+            try:
+                result = await producer.send(OutMessage("FastTopic", b"vip"))
+                assert result.status == "SEND_OK"
+            finally:
+                await producer.close()
+            assert seen["fast"] == [RequestCode.SEND_MESSAGE_V2]            # as sendKernelImpl with VIP on
+            assert seen["main"] == [RequestCode.HEART_BEAT]                  # heartbeats stay on the main port
+    run(scenario())
