@@ -43,8 +43,9 @@ def decode_records(body: bytes) -> list[MessageRecord]:
             try:
                 rec.body = decompress(rec.body, rec.sys_flag)
             except StoreError as exc:
-                log.warning("message at commit log offset %d of %s: %s; its body is given as stored",
-                            rec.physical_offset, rec.topic, exc)
+                log.warning("message %s (%s queue %d offset %d, commit log offset %d): %s; its body is given "
+                            "as stored", rec.uniq_key or rec.msg_id, rec.topic, rec.queue_id, rec.queue_offset,
+                            rec.physical_offset, exc)
     return out
 
 
