@@ -101,6 +101,21 @@ def test_a_transaction_check_sees_the_body_inflated():
     assert seen == [b"half"] and sent[0].code == RequestCode.END_TRANSACTION
 
 
+def test_a_send_back_that_cannot_reach_the_broker_is_a_failed_send_back():
+    """PushConsumer.run treats False as "consume it again here" (Java's consumeMessageService on a
+    failed sendMessageBack); a broker away must not end the consumer."""
+    from tests.servers import free_port
+    rec = decode_record(encode_record(new_record("T", b"m", store_host=(b"\x7f\0\0\x01", free_port()))))
+
+    async def go():
+        push = consumer(PushConsumer)
+        try:
+            return await push.send_back(rec)
+        finally:
+            await push.remoting.close()
+    assert asyncio.run(go()) is False
+
+
 def test_a_start_that_is_neither_first_nor_last_is_refused():
     import pytest
     with pytest.raises(ValueError, match="start must be 'first' or 'last', not 'beginning'"):
