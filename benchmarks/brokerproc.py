@@ -25,16 +25,19 @@ def free_port() -> int:
 
 
 def free_port_pair() -> int:
-    """A port whose successor is free too: the broker's HA port is listenPort + 1."""
+    """A broker's listenPort with listenPort + 1 (the HA port) and listenPort - 2 (the fast port) free too."""
     for _ in range(50):
         port = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no two consecutive free ports")
+        if not 2 < port < 65535:
+            continue
+        try:
+            with socket.socket() as below, socket.socket() as after:
+                below.bind(("127.0.0.1", port - 2))
+                after.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free listenPort - 2, listenPort, listenPort + 1")
 
 
 def rss_anon_kib(pid: int) -> int:

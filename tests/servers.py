@@ -25,17 +25,19 @@ def free_port() -> int:
 
 
 def free_port_pair() -> int:
-    """A port whose successor is free too: a master broker's HA port is listenPort + 1."""
+    """A broker's listenPort: the port after it is free too (a master's HA port, listenPort + 1), and
+    so is the one two below it (every broker's fast port, listenPort - 2)."""
     for _ in range(50):
         port = free_port()
-        if port < 65535:
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port + 1))
-                    return port
-                except OSError:
-                    continue
-    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
+        if 2 < port < 65535:
+            try:
+                with socket.socket() as below, socket.socket() as after:
+                    below.bind(("127.0.0.1", port - 2))
+                    after.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free listenPort - 2, listenPort, listenPort + 1 on 127.0.0.1")
 
 
 def wait_until(what: str, check, timeout: float = 30, every: float = 0.05):

@@ -55,11 +55,18 @@ class BrokerConfig:
     slaveReadEnable: bool = False
     serverChannelMaxIdleTimeSeconds: int = 120   # NettyServerConfig: close a connection idle this long
     metricsPort: int = 0          # mqtool's: Prometheus /metrics on this port (0: off); not a 4.9.8 key
+    fastListenPort: int = 0       # mqtool's: the fast port (VIP channel); 0: listenPort - 2, as 4.9.8 always has it
     aclEnable: bool = False            # plain ACL: $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml
 
     @property
     def broker_addr(self) -> str:
         return f"{self.brokerIP1}:{self.listenPort}"
+
+    @property
+    def fast_port(self) -> int:
+        """The fast port 4.9.8 derives from listenPort (fastConfig.setListenPort(listenPort - 2)), below 0 a
+        random one, as 5.x; fastListenPort overrides it (Java slaves and VIP clients still look at listenPort - 2)."""
+        return self.fastListenPort or max(self.listenPort - 2, 0)
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -30,6 +30,7 @@ from mqtool_remoting.transport import Connection, RemotingClient, Server
 from mqtool_store.codes import Prop
 from mqtool_store.kernel import kernel as store_kernel
 from mqtool_store.messagestore import MessageStore, PutResult, PutStatus
+from mqtool_store.properties import format_properties
 from mqtool_store.storeconfig import (BROKER_ROLES, SLAVE, STORE_KEYS, SYNC_MASTER, MessageStoreConfig,
                                       apply_store_properties)
 
@@ -96,6 +97,10 @@ HANDLERS = {
     RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl_requests.acl_version,
     RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl_requests.update_white_addrs,
 }
+# The fast port (4.9.8's fastRemotingServer, listenPort - 2) takes every request the main port takes
+# but PULL_MESSAGE: its processors are the same objects, its default processor (AdminBrokerProcessor)
+# answers a pull REQUEST_CODE_NOT_SUPPORTED, and the ACL hook runs on both.
+FAST_HANDLERS = {code: h for code, h in HANDLERS.items() if code != RequestCode.PULL_MESSAGE}
 # Defined in 4.9.8's RequestCode but handled by no 4.9.8 broker processor: the default processor
 # answers REQUEST_CODE_NOT_SUPPORTED, and so does this one (TRIGGER_DELETE_FILES 27 among them;
 # mqadmin deleteExpiredCommitLog sends DELETE_EXPIRED_COMMITLOG 329).
@@ -109,6 +114,9 @@ class BrokerController:
         self.config = config
         self.notes: list[str] = []        # one-line warnings for whoever started the broker
         check_role(config, self.notes)
+        if config.fastListenPort and config.fastListenPort != config.listenPort - 2:
+            self.notes.append(f"fastListenPort {config.fastListenPort} is not listenPort - 2: 4.9.8 slaves (their topic "
+                              f"copies) and VIP-channel clients look for the fast port at listenPort - 2")
         for addr in config.namesrv_addrs:         # a malformed one would be retried forever, in vain
             host, sep, port = addr.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -152,6 +160,8 @@ class BrokerController:
         self.locks: dict[str, dict] = {}
         self.server = Server(self.handle, on_close=self._channel_closed,
                              idle_timeout_s=config.serverChannelMaxIdleTimeSeconds)
+        self.fast_server = Server(self.handle_fast, on_close=self._channel_closed,
+                                  idle_timeout_s=config.serverChannelMaxIdleTimeSeconds)
         self.namesrv_client = RemotingClient()
         self.stats = BrokerStats(cluster=config.brokerClusterName)
         self.boot_ms = int(time.time() * 1000)
@@ -186,10 +196,12 @@ class BrokerController:
         self.pull_holds.loop = loop
         self.topics.persist()
         self.groups.persist()
+        fast_port = self.config.fast_port           # from the configured port: listenPort 0 gets a random one
         await self.server.start(host, self.config.listenPort)
         if self.config.listenPort == 0:
             self.config.listenPort = self.server.port
             self.store.store_host = (self.store.store_host[0], self.server.port)
+        await self._start_fast(host, fast_port)
         await self._start_ha(host)
         if self.config.metricsPort:
             await self._start_metrics(host)
@@ -207,8 +219,9 @@ class BrokerController:
             self._tasks.append(loop.create_task(self.acl.watch()))
             log.info("plain ACL enabled: %s", self.acl.manager.default_file)
         await self.register_all()
-        log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
-                 self.config.brokerName, self.config.broker_addr, self.config.namesrvAddr or "(none)")
+        log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s; fast port %d",
+                 self.config.brokerName, self.config.broker_addr, self.config.namesrvAddr or "(none)",
+                 self.fast_server.port)
         log.info("%s", self.role_line())
         log.info("store kernel (compiled puts and dispatch, properties parsing): %s", "on" if store_kernel is not None else
                  "off (not built at install, or MQTOOL_NO_KERNEL=1): the pure-Python paths run")
@@ -222,6 +235,16 @@ class BrokerController:
     def ha_server_addr(self) -> str:
         return f"{self.config.brokerIP2 or self.config.brokerIP1}:{self.store_config.haListenPort}"
 
+    async def _start_fast(self, host: str, port: int) -> None:
+        try:
+            await self.fast_server.start(host, port)
+        except RemotingError as exc:
+            await self.server.stop()
+            await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
+            how = "fastListenPort" if self.config.fastListenPort else "listenPort - 2"
+            raise OSError(f"cannot listen on the fast port {port} ({how}): "
+                          f"{str(exc).rpartition(': ')[2]}") from None
+
     async def _start_ha(self, host: str) -> None:
         from mqtool.ha.master import HAMaster
         from mqtool.ha.slave import HASlave
@@ -233,6 +256,7 @@ class BrokerController:
             self.ha_master = await HAMaster(self.store, self.store_config).start(host, self.store_config.haListenPort)
             self.store_config.haListenPort = self.ha_master.port      # a random listen port gets a random HA port
         except OSError as exc:
+            await self.fast_server.stop()
             await self.server.stop()
             await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
             raise OSError(f"cannot listen on the HA port {self.store_config.haListenPort} (listenPort + 1): "
@@ -247,6 +271,7 @@ class BrokerController:
                 await self.ha_master.stop()
             if self.ha_slave is not None:
                 await self.ha_slave.stop()
+            await self.fast_server.stop()
             await self.server.stop()
             await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
             raise
@@ -280,6 +305,7 @@ class BrokerController:
             await self.metrics.stop()
         await self.unregister_all()
         await self.namesrv_client.close()
+        await self.fast_server.stop()
         await self.server.stop()
         self.offsets.persist()
         self.topics.persist()
@@ -306,12 +332,12 @@ class BrokerController:
 
     # ------------------------------------------------------------------ requests
 
-    async def handle(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
-        if self.acl is not None:            # the one ACL hook: every code, before its handler
+    async def handle(self, conn: Connection, cmd: RemotingCommand, handlers: dict = HANDLERS) -> RemotingCommand | None:
+        if self.acl is not None:            # the one ACL hook: every code, on both ports, before its handler
             refused = self.acl.check(conn, cmd)
             if refused is not None:
                 return refused
-        handler = HANDLERS.get(cmd.code)
+        handler = handlers.get(cmd.code)
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
         try:
@@ -323,6 +349,10 @@ class BrokerController:
             log.warning("bad request code %s from %s: %s", cmd.code, conn.peer, exc)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request: {exc}")
         return resp
+
+    def handle_fast(self, conn: Connection, cmd: RemotingCommand):
+        """A request on the fast port: the same handlers, ACL and limits, no pulls."""
+        return self.handle(conn, cmd, FAST_HANDLERS)
 
     async def put(self, msgs) -> PutResult:
         """Store one message or a batch; under SYNC_FLUSH wait (on the loop) for the group commit
@@ -338,6 +368,8 @@ class BrokerController:
         if result.ok and not in_thread and waits:
             if not await self.flush_waiters.wait(result.end, self.store_config.syncFlushTimeout / 1000):
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        if not result.ok and commit_log_refused(first, result):
+            self.stats.put_failed()
         if result.ok:
             self.stats.put(first.topic, len(msgs) if batch else 1, result.size)
             if self.store_config.brokerRole == SYNC_MASTER and waits:
@@ -466,6 +498,17 @@ class BrokerController:
             except RemotingError as exc:
                 log.warning("unregister from name server %s failed: %s", addr, exc)
 
+
+
+def commit_log_refused(msg, result: PutResult) -> bool:
+    """What DefaultMessageStore counts in putMessageFailedTimes: a put the commit log refused (its
+    encoder: the record over maxMessageSize, properties over 32767 bytes), not one that checkStoreStatus
+    (a slave, a store not running) or checkMessage (a topic over 127 characters, a properties text over
+    32767 characters) refused before it."""
+    if result.status not in (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED):
+        return False
+    text = msg.properties_text if msg.properties_text is not None else format_properties(msg.properties)
+    return len(msg.topic) <= 127 and len(text) <= 32767
 
 
 def known_keys(config: BrokerConfig) -> list[str]:

@@ -1,8 +1,10 @@
 """The broker's side of master/slave: metadata copies (SlaveSynchronize) and the requests behind them.
 
 A slave pulls topics, consumer offsets, delay offsets and subscription groups from its master
-over remoting every 10 s (first after 3 s); the master answers GET_ALL_CONSUMER_OFFSET (43),
-GET_ALL_DELAY_OFFSET (45) and, as 5.x brokers do, GET_BROKER_HA_STATUS (907).
+over remoting every 10 s (first after 3 s), as 4.9.8's SlaveSynchronize does: the topics from the
+master's fast port (listenPort - 2, BrokerOuterAPI.getAllTopicConfig's VIP channel), the other three
+from its main port, each on its own (one that fails does not stop the others). The master answers
+GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45) and, as 5.x brokers do, GET_BROKER_HA_STATUS (907).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import time
 from mqtool.broker.background import cancel
 from mqtool.broker.subscriptions import SubscriptionGroupConfig
 from mqtool.broker.topics import DataVersion, TopicConfig
+from mqtool.common.vipchannel import vip_channel
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
@@ -79,27 +82,29 @@ class SlaveSynchronize:
             await self.sync_all()
             await asyncio.sleep(SYNC_PERIOD_S)
 
-    async def _fetch(self, code: RequestCode) -> tuple[bytes | None, str]:
+    async def _fetch(self, addr: str, code: RequestCode) -> tuple[bytes | None, str]:
         """(body, "") or (None, why the master refused)."""
-        resp = await self.ctrl.namesrv_client.invoke(self.master_addr, RemotingCommand.request(code, language="JAVA"), 3)
+        resp = await self.ctrl.namesrv_client.invoke(addr, RemotingCommand.request(code, language="JAVA"), 3)
         if resp.code != ResponseCode.SUCCESS:
             return None, f"{code.name} answered {resp.code} {resp.remark}"
         return resp.body or b"", ""
 
     async def sync_all(self) -> bool:
-        if not self.master_addr or self.master_addr == self.ctrl.config.broker_addr:
+        master = self.master_addr
+        if not master or master == self.ctrl.config.broker_addr:
             return False
         ok = True
-        refused = []
-        for code, apply in ((RequestCode.GET_ALL_TOPIC_CONFIG, self._topics),
-                            (RequestCode.GET_ALL_CONSUMER_OFFSET, self._offsets),
-                            (RequestCode.GET_ALL_DELAY_OFFSET, self._delay_offsets),
-                            (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self._groups)):
+        refused, failed = [], []
+        for addr, code, apply in ((vip_channel(master), RequestCode.GET_ALL_TOPIC_CONFIG, self._topics),
+                                  (master, RequestCode.GET_ALL_CONSUMER_OFFSET, self._offsets),
+                                  (master, RequestCode.GET_ALL_DELAY_OFFSET, self._delay_offsets),
+                                  (master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self._groups)):
             try:
-                body, why = await self._fetch(code)
+                body, why = await self._fetch(addr, code)
             except RemotingError as exc:
-                self._note(f"metadata sync from master {self.master_addr} failed: {exc}")
-                return False
+                failed.append(f"{code.name}: {exc}")
+                ok = False
+                continue
             if body is None:
                 refused.append(why)
                 ok = False
@@ -111,7 +116,9 @@ class SlaveSynchronize:
                 ok = False
         if refused:     # the same refusal every round is logged once
             hint = ACL_HINT if any("No accessKey" in why for why in refused) else ""
-            self._note(f"metadata sync from master {self.master_addr} refused: {'; '.join(refused)}{hint}")
+            self._note(f"metadata sync from master {master} refused: {'; '.join(refused)}{hint}")
+        elif failed:
+            self._note(f"metadata sync from master {master} failed: {'; '.join(failed)}")
         if ok:
             self.last_sync_ms = int(time.time() * 1000)
             self._note("")

@@ -28,9 +28,12 @@ def start(
         "--metrics-port", help="metricsPort: serve Prometheus metrics at http://HOST:PORT/metrics (default off).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Start a broker. With no name server given anywhere, an embedded one runs in the same process."""
+    """Start a broker. With no name server given anywhere, an embedded one runs in the same process;
+    --embedded-namesrv starts it whatever NAMESRV_ADDR or broker.conf's namesrvAddr say."""
     import asyncio
     from mqtool.broker.config import BrokerConfig, apply_properties, load_broker_conf
+    if namesrv and embedded_namesrv:
+        raise UsageError("give either -n/--namesrv-addr or --embedded-namesrv, not both")
     setup_logging(verbose)
     cfg = BrokerConfig(brokerName="broker-a")
     props = {}
@@ -41,7 +44,14 @@ def start(
     env_ns = os.environ.get("NAMESRV_ADDR")
     try:
         rest = apply_properties(cfg, props)
-        if env_ns and not cfg.namesrvAddr:
+        if embedded_namesrv:        # the explicit flag wins over the file and the environment
+            ignored = [f"namesrvAddr={cfg.namesrvAddr} (broker.conf)"] if cfg.namesrvAddr else []
+            ignored += [f"NAMESRV_ADDR={env_ns} (environment)"] if env_ns else []
+            if ignored:
+                err_console.print(f"mqtool: warning: --embedded-namesrv given: {' and '.join(ignored)} ignored",
+                                  markup=False)
+            cfg.namesrvAddr = ""
+        elif env_ns and not cfg.namesrvAddr:
             cfg.namesrvAddr = env_ns
         if namesrv:
             cfg.namesrvAddr = namesrv

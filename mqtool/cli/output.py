@@ -6,8 +6,11 @@ import json
 import sys
 from datetime import datetime
 
+from rich.cells import cell_len
 from rich.console import Console
+from rich.segment import Segment
 from rich.table import Table
+from rich.text import Text
 
 from mqtool.cli.errors import UsageError
 
@@ -61,8 +64,38 @@ def render_body(body: bytes | None, mode: str, cap: int | None) -> tuple[str | N
     return store_render_body(body, mode, cap)
 
 
+class _Table(Table):
+    """A rich table on a terminal. Anywhere else (a pipe, a file) one line per row, as mqadmin's printf
+    columns: the title on a line of its own, then the header and the rows, each column padded to its
+    widest cell (right-justified columns on the right), two spaces between columns, never wrapped;
+    a line break inside a cell is written as \\n so that a row stays one line."""
+
+    def __rich_console__(self, console, options):
+        if console.is_terminal:
+            yield from super().__rich_console__(console, options)
+            return
+        for line in self.plain_lines(console):
+            yield Segment(line)
+            yield Segment.line()
+
+    def plain_lines(self, console: Console) -> list[str]:
+        def plain(cell) -> str:
+            text = cell if isinstance(cell, Text) else console.render_str(cell) if isinstance(cell, str) else Text(str(cell))
+            return text.plain.replace("\n", "\\n")
+        cols = [[plain(c.header), *map(plain, c.cells)] for c in self.columns]
+        widths = [max(map(cell_len, cells)) for cells in cols]
+        lines = [str(self.title)] if self.title else []
+        for r in range(len(cols[0]) if cols else 0):
+            cells = []
+            for col, cells_of, width in zip(self.columns, cols, widths):
+                pad = " " * (width - cell_len(cells_of[r]))
+                cells.append(pad + cells_of[r] if col.justify == "right" else cells_of[r] + pad)
+            lines.append("  ".join(cells).rstrip())
+        return lines
+
+
 def table(*columns: str, title: str | None = None) -> Table:
-    t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    t = _Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     for c in columns:
         t.add_column(c, overflow="fold")
     return t

@@ -13,7 +13,7 @@ import time
 from mqtool import __version__
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
-from mqtool_store.commitlog import decode_record
+from mqtool.client.consumer import decode_records     # bodies inflated, as MessageDecoder.decode does
 
 CONSUME_RESULTS = {True: "CR_SUCCESS", False: "CR_LATER"}
 
@@ -81,7 +81,7 @@ async def consume_directly(consumer, cmd):
     if listener is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, "this consumer has no message listener (not a push consumer)")
     try:
-        rec = decode_record(cmd.body)
+        [rec] = decode_records(cmd.body)
     except Exception as exc:  # noqa: BLE001 - a body the client cannot decode is the caller's problem
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"cannot decode the message: {exc}")
     began = time.monotonic()

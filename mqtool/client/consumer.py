@@ -43,8 +43,9 @@ def decode_records(body: bytes) -> list[MessageRecord]:
             try:
                 rec.body = decompress(rec.body, rec.sys_flag)
             except StoreError as exc:
-                log.warning("message at commit log offset %d of %s: %s; its body is given as stored",
-                            rec.physical_offset, rec.topic, exc)
+                log.warning("message %s (%s queue %d offset %d, commit log offset %d): %s; its body is given "
+                            "as stored", rec.uniq_key or rec.msg_id, rec.topic, rec.queue_id, rec.queue_offset,
+                            rec.physical_offset, exc)
     return out
 
 
@@ -275,10 +276,16 @@ class GroupConsumer(Consumer):
 
     async def messages(self, poll_ms: int = 1000, stop: asyncio.Event | None = None, until_end: bool = False):
         """Yield (queue, record) until `stop` is set (or, with `until_end`, until every assigned
-        queue has been read to its end); the caller advances `state.assigned[mq]`."""
-        await self.heartbeat()
-        await self.rebalance()
+        queue has been read to its end); the caller advances `state.assigned[mq]`.
+
+        A timeout or a lost connection, even before the first rebalance, is tried again (Java's push
+        consumer starts whatever its first heartbeat meets); before any rebalance has worked, a name
+        server or broker that refuses the connection, or answers with an error, ends it at once (a
+        wrong address or credentials, better said than retried forever)."""
+        started = False
+        self._rebalance.set()
         last_rebalance = last_commit = time.monotonic()
+        said = ""
         while stop is None or not stop.is_set():
             due = REBALANCE_S if not self.missing_topics else 1.0
             try:
@@ -287,15 +294,25 @@ class GroupConsumer(Consumer):
                     await self.heartbeat()
                     await self.rebalance()
                     last_rebalance = time.monotonic()
+                    started = True
                 if time.monotonic() - last_commit > COMMIT_S:
                     await self.commit_all()
                     last_commit = time.monotonic()
+                said = ""
             except (RemotingError, RemotingCommandError) as exc:
+                if not started and isinstance(exc, (RemotingConnectError, RemotingCommandError)):
+                    raise
                 # A name server or broker briefly away (a timeout, a restart): as the Java client's
                 # services do, keep pulling the queues held and try again in a second.
-                log.warning("consumer group %s: %s; trying again in 1 s", self.group, exc)
+                if str(exc) != said:
+                    log.warning("consumer group %s: %s; trying again in 1 s", self.group, exc)
+                    said = str(exc)
                 last_rebalance = time.monotonic() - due + 1.0
                 last_commit = time.monotonic() - COMMIT_S + 1.0
+                if not started:
+                    await asyncio.sleep(1.0)
+                    self._rebalance.set()
+                    continue
             queues = list(self.state.assigned.items())
             if not queues:
                 await asyncio.sleep(poll_ms / 1000)
@@ -329,10 +346,14 @@ class GroupConsumer(Consumer):
     async def send_back(self, rec: MessageRecord, delay_level: int = 0, max_reconsume_times: int = 16) -> bool:
         """CONSUMER_SEND_MSG_BACK to the broker that stored the message."""
         addr = host_of(rec)
-        resp = await self.invoke(addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
-            "offset": rec.physical_offset, "group": self.group, "delayLevel": delay_level,
-            "originMsgId": rec.uniq_key or rec.msg_id, "originTopic": rec.topic,
-            "maxReconsumeTimes": max_reconsume_times}))
+        try:
+            resp = await self.invoke(addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+                "offset": rec.physical_offset, "group": self.group, "delayLevel": delay_level,
+                "originMsgId": rec.uniq_key or rec.msg_id, "originTopic": rec.topic,
+                "maxReconsumeTimes": max_reconsume_times}))
+        except RemotingError as exc:      # the caller consumes it again here, as Java's consumeMessageService does
+            log.warning("consumer group %s: sending message %s back failed: %s", self.group, rec.msg_id, exc)
+            return False
         return resp.code == ResponseCode.SUCCESS
 
     async def close(self) -> None:
@@ -398,7 +419,10 @@ class PushConsumer(GroupConsumer):
                 resets = self.reset_count
                 if self.orderly and not self.broadcast:
                     if time.monotonic() - last_lock > LOCK_RENEW_S or mq not in self.locked:
-                        await self.lock_queues()
+                        try:
+                            await self.lock_queues()
+                        except RemotingError as exc:     # a broker briefly away: locked again next time
+                            log.warning("consumer group %s: locking queues failed: %s", self.group, exc)
                         last_lock = time.monotonic()
                     if mq not in self.locked:
                         await asyncio.sleep(poll_ms / 1000)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from mqtool_remoting.batch import encode_batch
 from mqtool.client.base import ROUTE_TTL_S, ClientBase, MessageQueue, TopicRoute
+from mqtool.common.vipchannel import vip_channel
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RPC_ONEWAY, RequestCode, ResponseCode
 from mqtool_remoting.command import HeaderTemplate, RemotingCommand, next_opaque
@@ -64,9 +65,13 @@ class UniqIdMaker:
 
 class Producer(ClientBase):
     def __init__(self, namesrv: str, group: str = "PID_MQTOOL", retries: int = 2, timeout_s: float = 3.0,
-                 compress_over: int = COMPRESS_OVER, instance: str | None = None, credentials=None):
+                 compress_over: int = COMPRESS_OVER, instance: str | None = None, credentials=None,
+                 vip_channel: bool = False):
         super().__init__(namesrv, timeout_s, instance, credentials)
         self.group = group
+        # sendMessageWithVIPChannel (Java's com.rocketmq.sendMessageWithVIPChannel, default false in 4.9.8):
+        # sends go to the broker's fast port, listenPort - 2; heartbeats stay on the main port
+        self.vip_channel = vip_channel
         self.retries = retries
         self.compress_over = compress_over
         self.ids = UniqIdMaker(self.client_id.split("@")[0])
@@ -163,10 +168,11 @@ class Producer(ClientBase):
             try:
                 if addr not in self._heartbeat_sent:
                     await self._heartbeat(addr)
+                to = vip_channel(addr) if self.vip_channel else addr
                 if oneway:
-                    await self.remoting.invoke_oneway(addr, cmd)
+                    await self.remoting.invoke_oneway(to, cmd)
                     return None
-                resp = await self.remoting.invoke(addr, cmd, self.timeout_s)
+                resp = await self.remoting.invoke(to, cmd, self.timeout_s)
                 if resp.code not in SEND_OK_CODES:
                     raise RemotingCommandError(resp.code, resp.remark, f"send to {mq.broker_name}")
                 return SendResult(SEND_OK_CODES[resp.code], uniq, resp.ext_fields.get("msgId", ""), mq.broker_name,
@@ -268,9 +274,9 @@ class TransactionProducer(Producer):
     async def on_request(self, conn, cmd):
         if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
             return await super().on_request(conn, cmd)
-        from mqtool_store.commitlog import decode_record
-        rec = decode_record(cmd.body)
+        from mqtool.client.consumer import decode_records     # inflated, as Java's MessageDecoder.decode
         try:
+            [rec] = decode_records(cmd.body)
             state = self.check_listener(rec)
         except Exception:  # noqa: BLE001
             state = UNKNOWN

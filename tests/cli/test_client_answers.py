@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import zlib
 
 from mqtool.client.base import MessageQueue
 from mqtool.client.consumer import GroupConsumer, PushConsumer
@@ -65,6 +66,54 @@ def test_consume_directly_runs_the_listener():
     assert result["consumeResult"] == "CR_THROW_EXCEPTION" and "ZeroDivisionError" in result["remark"]
     assert ask(consumer(), RequestCode.CONSUME_MESSAGE_DIRECTLY, {}, body).code == ResponseCode.SYSTEM_ERROR
     assert decode_record(body).body == b"hello"
+
+
+def test_consume_directly_inflates_a_compressed_body_as_a_pull_does():
+    """Java's ConsumeMessageDirectly decodes with MessageDecoder.decode, which inflates the body; a body
+    that does not inflate reaches the listener as stored, with the pull path's warning."""
+    seen = []
+    for body in (zlib.compress(b"hello"), b"not zlib"):
+        push = consumer(PushConsumer)
+        push.listener = lambda rec: seen.append(rec.body) or True
+        record = encode_record(new_record("T", body, sys_flag=0x1))
+        resp = ask(push, RequestCode.CONSUME_MESSAGE_DIRECTLY, {}, record)
+        assert jsonbody.loads(resp.body)["consumeResult"] == "CR_SUCCESS"
+    assert seen == [b"hello", b"not zlib"]
+
+
+def test_a_transaction_check_sees_the_body_inflated():
+    from mqtool.client.producer import COMMIT, TransactionProducer
+    seen, sent = [], []
+
+    class Conn:
+        async def oneway(self, cmd):
+            sent.append(cmd)
+
+    async def go():
+        producer = TransactionProducer("127.0.0.1:1", "PG", lambda rec: seen.append(rec.body) or COMMIT)
+        try:
+            record = encode_record(new_record("T", zlib.compress(b"half"), sys_flag=0x1))
+            await producer.on_request(Conn(), RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, {
+                "tranStateTableOffset": 1, "commitLogOffset": 2, "msgId": "m", "transactionId": "m"}, record))
+        finally:
+            await producer.close()
+    asyncio.run(go())
+    assert seen == [b"half"] and sent[0].code == RequestCode.END_TRANSACTION
+
+
+def test_a_send_back_that_cannot_reach_the_broker_is_a_failed_send_back():
+    """PushConsumer.run treats False as "consume it again here" (Java's consumeMessageService on a
+    failed sendMessageBack); a broker away must not end the consumer."""
+    from tests.servers import free_port
+    rec = decode_record(encode_record(new_record("T", b"m", store_host=(b"\x7f\0\0\x01", free_port()))))
+
+    async def go():
+        push = consumer(PushConsumer)
+        try:
+            return await push.send_back(rec)
+        finally:
+            await push.remoting.close()
+    assert asyncio.run(go()) is False
 
 
 def test_a_start_that_is_neither_first_nor_last_is_refused():
