@@ -122,8 +122,10 @@ class _Lexer:
         else:
             dead = p
         after = _escape(text[p:dead])
-        if dead >= len(text):
+        if dead >= len(text):            # after the last character (on the next line after a line end)
             line, col = self.lines[-1], self.cols[-1] + 1
+            if text[-1] in "\r\n":
+                line, col = line + 1, 0
             msg = f"Lexical error at line {line}, column {col}.  Encountered: <EOF> after : \"{after}\""
         else:
             ch = text[dead]

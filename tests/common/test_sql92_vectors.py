@@ -263,3 +263,25 @@ def test_keyword_case_and_blanks_do_not_change_the_result(p, props, case, blank)
                                                       lambda m: case(m.group()), w).replace(" ", blank)
                    for w in words)
     assert outcome(text, props) == outcome(p, props)
+
+
+SQL_CHARS = st.sampled_from(list("abAB_$01259.eE+-'\"=<>!(),;*/ \t\n\r|&%é") +
+                            ["AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "TRUE", "FALSE", "--", "/*", "*/"])
+
+
+@given(st.lists(SQL_CHARS, max_size=40).map("".join), messages)
+def test_any_text_compiles_or_is_refused_and_evaluates_or_throws_as_java(text, props):
+    """Whatever the text: a FilterCompileError with a Java class, or a filter whose evaluation is
+    TRUE, FALSE, null or a JavaError; and the same text gives the same answer twice (the cache)."""
+    try:
+        f = compile_sql92(text)
+    except FilterCompileError as exc:
+        assert exc.java_class.startswith(("java.lang.", "org.apache.rocketmq.filter.parser."))
+        with pytest.raises(FilterCompileError):
+            compile_sql92(text)
+        return
+    try:
+        assert f.evaluate(props) in (True, False, None)
+    except JavaError as exc:
+        assert exc.java_class.startswith("java.lang.")
+    assert text.startswith(f.read_as) or text.strip().startswith(f.read_as)
