@@ -30,6 +30,13 @@ IMAGES = {"EOF": "<EOF>", "DECIMAL": "<DECIMAL_LITERAL>", "FLOAT": "<FLOATING_PO
           "STRING": "<STRING_LITERAL>", "ID": "<ID>", **{k: f'"{k}"' for k in KEYWORDS},
           **{s: f'"{s}"' for s in ("=", "<>", ">", ">=", "<", "<=", "(", ")", ",", "+", "-")}}
 
+# JavaCC's token kinds in SelectorParserConstants order: "Was expecting" lists them in this order
+KIND_ORDER = ["EOF", "NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS", "DECIMAL", "FLOAT", "STRING",
+              "ID", "=", "<>", ">", ">=", "<", "<=", "(", ",", ")", "+", "-"]
+FIRST_UNARY = ("NOT", "TRUE", "FALSE", "NULL", "DECIMAL", "FLOAT", "STRING", "ID", "(", "+", "-")
+LOOPS = {"or": ("OR",), "and": ("AND",), "equality": ("=", "<>", "IS"),
+         "comparison": ("NOT", "BETWEEN", "IN", ">", ">=", "<", "<="), "in": (",",)}
+
 _PATTERNS = [      # (kind, regex); the longest match wins, the first listed on a tie
     ("SKIP", re.compile(r"[ \t\n\r\f]")),
     ("SKIP", re.compile(r"--[^\n\r]*(?:\r\n|\n|\r)")),
@@ -162,12 +169,17 @@ def _positions(text: str) -> tuple[list[int], list[int]]:
     return lines, cols
 
 
-def _parse_error(tok: Token) -> FilterCompileError:
+def _parse_error(tok: Token, expected) -> FilterCompileError:
+    """ParseException's text: the token met, then every token kind the grammar tried at that point."""
     if tok.kind == "EOF":
         seen = "<EOF>"
     else:
         seen = f' {IMAGES[tok.kind]} "{_escape(tok.text)} "'
-    return FilterCompileError(PARSE_EXCEPTION, f'Encountered "{seen}" at line {tok.line}, column {tok.column}.')
+    kinds = sorted(set(expected), key=KIND_ORDER.index)
+    head = "Was expecting:" if len(kinds) == 1 else "Was expecting one of:"
+    listed = "".join(f"{IMAGES[k]} ...\n    " for k in kinds)
+    return FilterCompileError(PARSE_EXCEPTION, f'Encountered "{seen}" at line {tok.line}, column {tok.column}.\n'
+                                               f"{head}\n    {listed}")
 
 
 class _Parser:
@@ -175,6 +187,8 @@ class _Parser:
         self.lexer = _Lexer(text)
         self.ahead: list[Token] = []
         self.last: Token | None = None         # the last token the grammar consumed
+        self.consumed = 0
+        self.tried: tuple[int, set[str]] = (0, set())     # kinds tried at the current token (jj_la1)
         self.literal_props: list[tuple[str, str]] = []    # (property, integer literal) pairs compared
 
     def peek(self, k: int = 0) -> Token:
@@ -185,9 +199,26 @@ class _Parser:
     def take(self, kind: str | None = None) -> Token:
         tok = self.peek()
         if kind is not None and tok.kind != kind:
-            raise _parse_error(tok)
+            raise self.error(kind)
         self.last = self.ahead.pop(0)
+        self.consumed += 1
         return self.last
+
+    def at(self, kinds) -> bool:
+        """Is the next token one of `kinds`? When not, they are remembered as tried here."""
+        if self.peek().kind in kinds:
+            return True
+        self.note(kinds)
+        return False
+
+    def note(self, kinds) -> None:
+        if self.tried[0] != self.consumed:
+            self.tried = (self.consumed, set())
+        self.tried[1].update(kinds)
+
+    def error(self, *kinds) -> FilterCompileError:
+        self.note(kinds)
+        return _parse_error(self.peek(), self.tried[1])
 
     # selector := or   (no end-of-input check: the rest of the text is left unread)
     def selector(self) -> Node:
@@ -202,7 +233,7 @@ class _Parser:
 
     def or_expr(self) -> Node:
         left = self.and_expr()
-        while self.peek().kind == "OR":
+        while self.at(LOOPS["or"]):
             self.take()
             right = self.and_expr()
             left = Logic("OR", self.as_boolean(left), self.as_boolean(right))
@@ -210,7 +241,7 @@ class _Parser:
 
     def and_expr(self) -> Node:
         left = self.equality()
-        while self.peek().kind == "AND":
+        while self.at(LOOPS["and"]):
             self.take()
             right = self.equality()
             left = Logic("AND", self.as_boolean(left), self.as_boolean(right))
@@ -218,7 +249,7 @@ class _Parser:
 
     def equality(self) -> Node:
         left = self.comparison()
-        while True:
+        while self.at(LOOPS["equality"]):
             kind = self.peek().kind
             if kind in ("=", "<>"):
                 self.take()
@@ -231,12 +262,11 @@ class _Parser:
                 else:
                     self.take(), self.take("NOT"), self.take("NULL")
                     left = Not(Equal(left, Const(None)))
-            else:
-                return left
+        return left
 
     def comparison(self) -> Node:
         left = self.unary()
-        while True:
+        while self.at(LOOPS["comparison"]):
             kind = self.peek().kind
             if kind in (">", ">=", "<", "<="):
                 self.take()
@@ -253,17 +283,16 @@ class _Parser:
                 self.take(), negated and self.take()
                 self.take("(")
                 values = [self.string()]
-                while self.peek().kind == ",":
+                while self.at(LOOPS["in"]):
                     self.take()
                     values.append(self.string())
                 self.take(")")
                 if not isinstance(left, Prop):
                     raise FilterCompileError(RUNTIME, f"Expected a property for In expression, got: {left}")
                 left = In(left, values, negated)
-            elif kind == "NOT":          # enters the loop, then matches none of its NOT choices
-                raise _parse_error(self.peek())
-            else:
-                return left
+            else:                        # NOT enters the loop, then matches none of its NOT choices
+                raise self.error(*LOOPS["comparison"])
+        return left
 
     def unary(self) -> Node:
         kind = self.peek().kind
@@ -296,7 +325,7 @@ class _Parser:
             node = self.or_expr()
             self.take(")")
             return node
-        raise _parse_error(tok)
+        raise self.error(*FIRST_UNARY)
 
     def string(self) -> str:
         return self.take("STRING").text[1:-1].replace("''", "'")

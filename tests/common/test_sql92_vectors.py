@@ -285,3 +285,14 @@ def test_any_text_compiles_or_is_refused_and_evaluates_or_throws_as_java(text, p
     except JavaError as exc:
         assert exc.java_class.startswith("java.lang.")
     assert text.startswith(f.read_as) or text.strip().startswith(f.read_as)
+
+
+def test_a_parse_error_lists_what_javacc_expected_there():
+    """JavaCC's ParseException text: the tokens tried at the failing token, in token-kind order."""
+    with pytest.raises(FilterCompileError) as info:
+        compile_sql92("a IN ('x' 'y')")
+    assert info.value.message == ('Encountered " <STRING_LITERAL> "\\\'y\\\' "" at line 1, column 11.\n'
+                                  'Was expecting one of:\n    "," ...\n    ")" ...\n    ')
+    with pytest.raises(FilterCompileError) as info:
+        compile_sql92("a IN (1)")
+    assert info.value.message.endswith('column 7.\nWas expecting:\n    <STRING_LITERAL> ...\n    ')
