@@ -102,6 +102,7 @@ HANDLERS = {
 # mqadmin deleteExpiredCommitLog sends DELETE_EXPIRED_COMMITLOG 329).
 MASTER_ID = 0
 SLAVE_SEEKING_MASTER_S = 3.0
+FILTER_PERSIST_MS = 10_000          # consumerFilter.json, as 4.9.8's scheduled persist (and at shutdown)
 
 
 class BrokerController:
@@ -146,6 +147,7 @@ class BrokerController:
         self.groups = SubscriptionGroupManager(cfg_dir, config.autoCreateSubscriptionGroup)
         self.offsets = ConsumerOffsetManager(cfg_dir)
         self.consumers = ConsumerManager()
+        self._filters_saved = 0
         self.filters = ConsumerFilterManager(cfg_dir, config.maxErrorRateOfBloomFilter,
                                              config.expectConsumerNumUseFilter, config.filterDataCleanTimeSpan)
         self.producers = ProducerManager()
@@ -308,8 +310,9 @@ class BrokerController:
                 self.groups_left([group])
                 await self.notify_consumer_ids_changed(group)
             self.producers.expire(now)
-            if self.filters.dirty or self.filters.table:      # consumerFilter.json; clean() drops old dead ones
-                self.filters.persist(now)
+            if (self.filters.dirty or self.filters.table) and now - self._filters_saved >= FILTER_PERSIST_MS:
+                self.filters.persist(now)                  # consumerFilter.json; clean() drops old dead ones
+                self._filters_saved = now
 
     # ------------------------------------------------------------------ requests
 
