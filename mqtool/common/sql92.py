@@ -436,14 +436,34 @@ def compile_sql92(text: str | None) -> Sql92Filter:
 
 
 def _quirks(text: str, end: int, parser: _Parser, root: Node) -> list[str]:
+    """Where 4.9.8 reads the text otherwise than it looks, in words."""
     notes = []
     tail = text[end:].strip()
     if tail and not (tail.startswith("--") and "\n" not in tail and "\r" not in tail):
         notes.append(f"the text after {text[:end].strip()!r} ({tail!r}) is ignored, as RocketMQ 4.9.8 ignores it")
-    if isinstance(root, BoolCast):
-        notes.append(f"a bare property ({root}) is never TRUE: no message matches")
+    for node in _walk(root):
+        if isinstance(node, BoolCast):
+            notes.append(f"a bare property ({node}) used as a condition is never TRUE")
+        elif isinstance(node, Equal) and node.left.boolean and _text(node.right):
+            notes.append(f"{node.left} compared with the text {node.right} never matches (4.9.8 throws a "
+                         "ClassCastException there); NOT binds tighter than =, so write NOT (a = 'x')")
+        elif isinstance(node, Negate) and isinstance(node.operand, Prop):
+            notes.append(f"-{node.operand} is NULL for every message (a property is text), so it never matches")
     for name, cls in parser.literal_props:
         notes.append(f"{name} is compared with an integer literal, so its value is parsed as a Java {cls}: "
                      f"a message whose {name} is not one (say 1.5) never matches; write the literal with "
                      f"a decimal point (5.0) to compare as numbers")
-    return notes
+    return list(dict.fromkeys(notes))
+
+
+def _text(node: Node) -> bool:
+    """A property or a string literal: a String when evaluated."""
+    return isinstance(node, Prop) or (isinstance(node, Const) and isinstance(node.value, str))
+
+
+def _walk(node: Node):
+    yield node
+    for child in ("operand", "left", "right"):
+        sub = getattr(node, child, None)
+        if sub is not None:
+            yield from _walk(sub)

@@ -296,3 +296,25 @@ def test_a_parse_error_lists_what_javacc_expected_there():
     with pytest.raises(FilterCompileError) as info:
         compile_sql92("a IN (1)")
     assert info.value.message.endswith('column 7.\nWas expecting:\n    <STRING_LITERAL> ...\n    ')
+
+
+@pytest.mark.parametrize("expr, read_as, words", [
+    ("a = 'x' b = 'y'", "a = 'x'", "(\"b = 'y'\") is ignored"),
+    ("a LIKE 'x%'", "a", "bare property (a) used as a condition is never TRUE"),
+    ("a > 0x10", "a > 0", "parsed as a Java int"),
+    ("amount BETWEEN 1 AND 2147483648", "amount BETWEEN 1 AND 2147483648", "parsed as a Java Long"),
+    ("NOT a = 'x'", "NOT a = 'x'", "(NOT a) compared with the text 'x' never matches"),
+    ("-a < 0.5", "-a < 0.5", "-a is NULL for every message"),
+    ("TRUE = a", "TRUE = a", "TRUE compared with the text a never matches"),
+    ("b = 'y' AND a", "b = 'y' AND a", "bare property (a)"),
+])
+def test_quirks_that_change_the_meaning_are_said(expr, read_as, words):
+    f = compile_sql92(expr)
+    assert f.read_as == read_as
+    assert any(words in note for note in f.quirks), f.quirks
+
+
+@pytest.mark.parametrize("expr", ["a = 'x'", "a > 5.0", "NOT (a = 'x')", "a IS NULL OR a IN ('x')",
+                                  "a = 'x' -- a comment without a line end", "TRUE"])
+def test_plain_expressions_have_no_quirk(expr):
+    assert compile_sql92(expr).quirks == []
