@@ -1,6 +1,8 @@
 """PULL_MESSAGE with long polling (PullMessageProcessor, PullRequestHoldService)."""
 from __future__ import annotations
 
+import asyncio
+
 from mqtool.broker.filters import FilterData, compile_filter, is_tag_type, record_filter
 from mqtool.common.sql92 import FilterCompileError
 from mqtool.common.subscription import Subscription
@@ -93,9 +95,19 @@ async def pull_message(ctrl, conn, cmd):
     code = _code(result, h.queueOffset)
     if code == ResponseCode.PULL_NOT_FOUND and h.sysFlag & PULL_SUSPEND:
         timeout_ms = h.suspendTimeoutMillis if ctrl.config.longPollingEnable else ctrl.config.shortPollingTimeMills
-        await ctrl.pull_holds.wait(h.topic, h.queueId, h.queueOffset, max(timeout_ms, 0) / 1000, matches)
-        result = ctrl.store.get(h.topic, h.queueId, h.queueOffset, max_nums, matches, accept)   # arrived or timed out
-        code = _code(result, h.queueOffset)
+        loop = asyncio.get_running_loop()
+        deadline, wait_from = loop.time() + max(timeout_ms, 0) / 1000, h.queueOffset
+        while True:
+            woken = await ctrl.pull_holds.wait(h.topic, h.queueId, wait_from, max(deadline - loop.time(), 0),
+                                               matches)
+            result = ctrl.store.get(h.topic, h.queueId, h.queueOffset, max_nums, matches, accept)  # arrived or timed out
+            code = _code(result, h.queueOffset)
+            # An SQL92 pull stays held while what arrived does not match (PullRequestHoldService tests
+            # each arrival against the filter), as long as all of it was scanned
+            if (not woken or accept is None or result.status != GetStatus.NO_MATCHED_MESSAGE
+                    or loop.time() >= deadline or result.next_begin_offset < result.max_offset):
+                break
+            wait_from = result.next_begin_offset
     if h.sysFlag & PULL_COMMIT_OFFSET and h.commitOffset >= 0 and not ctrl.is_slave:
         ctrl.offsets.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
     suggest = _suggest_broker(ctrl, sub_cfg, result)

@@ -284,3 +284,37 @@ def test_sub_string_of_sql92_is_kept_whole():
 
 
 run  # noqa: B018 - the module's scenarios use asyncio.run with their own timeout
+
+
+def test_a_held_pull_waits_past_messages_its_filter_skips(tmp_path):
+    """PullRequestHoldService wakes a held SQL92 pull only for a message that matches: one that
+    does not keeps it waiting; at the timeout the skipped ones are stepped over (code 20)."""
+    async def wait_hold(broker, topic, offset):
+        async with asyncio.timeout(10):
+            while not any(h.offset == offset for h in broker.pull_holds.holds.get((topic, 0), [])):
+                await asyncio.sleep(0.01)
+
+    async def scenario():
+        async with running_pair(tmp_path, enablePropertyFilter=True) as (_ns, broker, c):
+            addr = broker.config.broker_addr
+            await c.invoke(addr, send_cmd("Held", b"m0", props_text("us", "1")))      # creates the topic
+            broker.store.drain_dispatch()
+            held = pull("Held", expr=EXPR, offset=1)
+            held.ext_fields.update({"sysFlag": "6", "suspendTimeoutMillis": "8000"})
+            task = asyncio.create_task(c.invoke(addr, held, 15))
+            await wait_hold(broker, "Held", 1)
+            await c.invoke(addr, send_cmd("Held", b"m1", props_text("us", "250")))
+            await wait_hold(broker, "Held", 2)                      # still held, now past the skipped one
+            assert not task.done()
+            await c.invoke(addr, send_cmd("Held", b"m2", props_text("eu", "250")))
+            got = await task
+            short = pull("Held", expr="region = 'asia'", offset=3)
+            short.ext_fields.update({"sysFlag": "6", "suspendTimeoutMillis": "300"})
+            later = asyncio.create_task(c.invoke(addr, short, 15))
+            await wait_hold(broker, "Held", 3)
+            await c.invoke(addr, send_cmd("Held", b"m3", props_text("us", "250")))
+            return got, await later
+    got, timed_out = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert got.code == ResponseCode.SUCCESS and bodies(got) == [2]
+    assert int(got.ext_fields["nextBeginOffset"]) == 3
+    assert timed_out.code == ResponseCode.PULL_RETRY_IMMEDIATELY and int(timed_out.ext_fields["nextBeginOffset"]) == 4
