@@ -318,3 +318,15 @@ def test_a_held_pull_waits_past_messages_its_filter_skips(tmp_path):
     assert got.code == ResponseCode.SUCCESS and bodies(got) == [2]
     assert int(got.ext_fields["nextBeginOffset"]) == 3
     assert timed_out.code == ResponseCode.PULL_RETRY_IMMEDIATELY and int(timed_out.ext_fields["nextBeginOffset"]) == 4
+
+
+def test_enable_property_filter_can_be_turned_on_while_the_broker_runs(tmp_path):
+    async def scenario():
+        async with running_pair(tmp_path) as (_ns, broker, c):
+            addr = broker.config.broker_addr
+            before = await c.invoke(addr, check_cmd(sub_json("T", EXPR)))
+            assert broker.update_properties({"enablePropertyFilter": "true", "filterSupportRetry": "true"}) == []
+            after = await c.invoke(addr, check_cmd(sub_json("T", EXPR)))
+            return before, after, broker.config.filterSupportRetry
+    before, after, retry = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert (before.code, after.code, retry) == (ResponseCode.SYSTEM_ERROR, ResponseCode.SUCCESS, True)
