@@ -189,6 +189,7 @@ class _Parser:
         self.last: Token | None = None         # the last token the grammar consumed
         self.consumed = 0
         self.tried: tuple[int, set[str]] = (0, set())     # kinds tried at the current token (jj_la1)
+        self.scanning = 0                      # > 0 inside a syntactic lookahead
         self.literal_props: list[tuple[str, str]] = []    # (property, integer literal) pairs compared
 
     def peek(self, k: int = 0) -> Token:
@@ -203,6 +204,37 @@ class _Parser:
         self.last = self.ahead.pop(0)
         self.consumed += 1
         return self.last
+
+    def refuse(self, java_class: str, message: str) -> None:
+        """A compile-time check failed; not while scanning ahead, where JavaCC runs no actions."""
+        if not self.scanning:
+            raise FilterCompileError(java_class, message)
+
+    def literal(self, make, text: str):
+        try:
+            return make(text)
+        except FilterCompileError:
+            if self.scanning:
+                return 0
+            raise
+
+    def plus_operand_follows(self) -> bool:
+        """LOOKAHEAD("+" unaryExpr()): the grammar takes the unary plus only when a whole unary
+        expression follows it, syntax alone; a lexical error met on the way ends the compile."""
+        saved = (self.lexer.pos, list(self.ahead), self.last, self.consumed, (self.tried[0], set(self.tried[1])),
+                 list(self.literal_props))
+        self.scanning += 1
+        try:
+            self.take()
+            self.unary()
+            return True
+        except FilterCompileError as exc:
+            if exc.java_class != PARSE_EXCEPTION:
+                raise
+            return False
+        finally:
+            self.scanning -= 1
+            (self.lexer.pos, self.ahead, self.last, self.consumed, self.tried, self.literal_props) = saved
 
     def at(self, kinds) -> bool:
         """Is the next token one of `kinds`? When not, they are remembered as tried here."""
@@ -229,7 +261,8 @@ class _Parser:
             return node
         if isinstance(node, Prop):
             return BoolCast(node)
-        raise FilterCompileError(PARSE_EXCEPTION, f"Expression will not result in a boolean value: {node}")
+        self.refuse(PARSE_EXCEPTION, f"Expression will not result in a boolean value: {node}")
+        return node
 
     def or_expr(self) -> Node:
         left = self.and_expr()
@@ -288,7 +321,7 @@ class _Parser:
                     values.append(self.string())
                 self.take(")")
                 if not isinstance(left, Prop):
-                    raise FilterCompileError(RUNTIME, f"Expected a property for In expression, got: {left}")
+                    self.refuse(RUNTIME, f"Expected a property for In expression, got: {left}")
                 left = In(left, values, negated)
             else:                        # NOT enters the loop, then matches none of its NOT choices
                 raise self.error(*LOOPS["comparison"])
@@ -297,6 +330,8 @@ class _Parser:
     def unary(self) -> Node:
         kind = self.peek().kind
         if kind == "+":
+            if not self.scanning and not self.plus_operand_follows():     # (an outer scan covers a nested +)
+                raise self.error(*FIRST_UNARY)           # the "+" itself is what does not fit
             self.take()
             return self.unary()
         if kind == "-":
@@ -312,9 +347,9 @@ class _Parser:
         if tok.kind == "STRING":
             return Const(self.string())
         if tok.kind == "DECIMAL":
-            return Const(_integer(self.take().text))
+            return Const(self.literal(_integer, self.take().text))
         if tok.kind == "FLOAT":
-            return Const(_decimal(self.take().text))
+            return Const(self.literal(_decimal, self.take().text))
         if tok.kind in ("TRUE", "FALSE", "NULL"):
             self.take()
             return Const({"TRUE": True, "FALSE": False, "NULL": None}[tok.kind])
@@ -334,9 +369,9 @@ class _Parser:
     def equal(self, left: Node, right: Node) -> Node:
         for side in (left, right):
             if isinstance(side, Const) and side.value is None:
-                raise FilterCompileError(RUNTIME, f"'{side}' cannot be compared.")
+                self.refuse(RUNTIME, f"'{side}' cannot be compared.")
         if isinstance(left, Const) and isinstance(right, Const) and left.boolean and not right.boolean:
-            raise FilterCompileError(RUNTIME, f"'{left}' cannot be compared with '{right}'")
+            self.refuse(RUNTIME, f"'{left}' cannot be compared with '{right}'")
         self._note_int_literal(left, right)
         return Equal(left, right)
 
@@ -344,14 +379,14 @@ class _Parser:
         for side in (left, right):
             if (isinstance(side, Const) and (isinstance(side.value, bool) or not isinstance(side.value, (int, float)))) \
                     or (not isinstance(side, Const) and side.boolean):
-                raise FilterCompileError(RUNTIME, f"Value '{side}' cannot be compared.")
+                self.refuse(RUNTIME, f"Value '{side}' cannot be compared.")
         self._note_int_literal(left, right)
         return Order(op, left, right)
 
     def between(self, value: Node, low: Node, high: Node, negated: bool) -> Node:
         if negated:
             return Logic("OR", self.order("<", value, low), self.order(">", value, high))
-        if isinstance(low, Const) and isinstance(high, Const):
+        if isinstance(low, Const) and isinstance(high, Const) and not self.scanning:
             lv, hv = low.value, high.value
             if lv is None or hv is None:
                 raise FilterCompileError(RUNTIME, "Illegal values of between, values can not be null!")
@@ -365,6 +400,8 @@ class _Parser:
         return Logic("AND", self.order(">=", value, low), self.order("<=", value, high))
 
     def _note_int_literal(self, left: Node, right: Node) -> None:
+        if self.scanning:
+            return
         for a, b in ((left, right), (right, left)):
             if isinstance(a, Prop) and _int_literal(b) is not None:
                 self.literal_props.append((a.name, _int_literal(b)))
@@ -414,12 +451,15 @@ class Sql92Filter:
 
     def evaluate(self, props: dict):
         """True, False, None (null), or JavaError where the 4.9.8 evaluator throws."""
-        return self.root.evaluate(props)
+        try:
+            return self.root.evaluate(props)
+        except RecursionError:
+            raise JavaError("java.lang.StackOverflowError", "null") from None
 
     def matches(self, props: dict) -> bool:
         """Delivered only on TRUE; FALSE, null and an evaluation error skip the message."""
         try:
-            return self.root.evaluate(props) is True
+            return self.evaluate(props) is True
         except JavaError:
             return False
 
@@ -429,10 +469,12 @@ def compile_sql92(text: str | None) -> Sql92Filter:
     if text is None:
         raise FilterCompileError("java.lang.NullPointerException", "null")
     parser = _Parser(text)
-    root = parser.selector()
-    end = parser.last.end if parser.last else 0
-    read_as = text[:end].strip()
-    return Sql92Filter(text, root, read_as, _quirks(text, end, parser, root))
+    try:
+        root = parser.selector()
+        end = parser.last.end if parser.last else 0
+        return Sql92Filter(text, root, text[:end].strip(), _quirks(text, end, parser, root))
+    except RecursionError:          # Java's parser overflows its stack too, and says so
+        raise FilterCompileError("java.lang.StackOverflowError", "null") from None
 
 
 def _quirks(text: str, end: int, parser: _Parser, root: Node) -> list[str]:
@@ -467,3 +509,5 @@ def _walk(node: Node):
         sub = getattr(node, child, None)
         if sub is not None:
             yield from _walk(sub)
+    for term in getattr(node, "terms", ()):
+        yield from _walk(term)

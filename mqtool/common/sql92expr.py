@@ -87,29 +87,30 @@ class BoolCast(Node):
 
 
 class Logic(Node):
+    """AND / OR. A left-deep chain (`p OR q OR r`, Java's ((p OR q) OR r)) is kept as one node with
+    its terms in order: evaluated left to right it gives the nested form's result, exceptions
+    included, without a recursion level per term."""
     boolean = True
 
     def __init__(self, op: str, left: Node, right: Node):
-        self.op, self.left, self.right = op, left, right
+        self.op = op
+        self.terms = (left.terms if isinstance(left, Logic) and left.op == op else [left]) + [right]
 
     def evaluate(self, props):
-        lv = self.left.evaluate(props)
-        if self.op == "AND":
-            if lv is False:
-                return False
-            rv = self.right.evaluate(props)
-            if rv is False:
-                return False
-            return None if lv is None or rv is None else True
-        if lv is True:
-            return True
-        rv = self.right.evaluate(props)
-        if rv is True:
-            return True
-        return None if lv is None or rv is None else False
+        stop = self.op == "OR"                # AND stops at the first FALSE, OR at the first TRUE
+        unknown = False
+        for term in self.terms:
+            v = term.evaluate(props)
+            if v is stop:
+                return stop
+            unknown = unknown or v is None
+        return None if unknown else not stop
 
     def __str__(self):
-        return f"({self.left} {self.op} {self.right})"
+        text = str(self.terms[0])
+        for term in self.terms[1:]:
+            text = f"({text} {self.op} {term})"
+        return text
 
 
 class Equal(Node):

@@ -318,3 +318,30 @@ def test_quirks_that_change_the_meaning_are_said(expr, read_as, words):
                                   "a = 'x' -- a comment without a line end", "TRUE"])
 def test_plain_expressions_have_no_quirk(expr):
     assert compile_sql92(expr).quirks == []
+
+
+def test_a_unary_plus_needs_a_whole_operand_after_it():
+    """LOOKAHEAD("+" unaryExpr()): when no operand follows, the error is at the "+" itself."""
+    for text in ("a = +", "a = +(b", "a = +)"):
+        with pytest.raises(FilterCompileError) as info:
+            compile_sql92(text)
+        assert info.value.message.startswith('Encountered " "+" "+ "" at line 1, column 5.'), text
+    assert compile_sql92("a = + + 5").evaluate({"a": "5"}) is True
+    with pytest.raises(FilterCompileError, match="Value ''5'' cannot be compared"):
+        compile_sql92("a = +(a > '5')")          # the lookahead checks syntax; the parse then checks the rest
+
+
+def test_deep_nesting_is_a_compile_error_not_a_crash():
+    with pytest.raises(FilterCompileError) as info:
+        compile_sql92("(" * 5000 + "a = 'x'" + ")" * 5000)
+    assert info.value.java_class == "java.lang.StackOverflowError"
+    assert compile_sql92("+" * 200 + "5 = a").evaluate({"a": "5"}) is True      # no blow-up in the scans
+
+
+def test_long_and_or_chains_evaluate_without_deep_recursion():
+    many = " OR ".join(f"a = '{i}'" for i in range(5000))
+    f = compile_sql92(many)
+    assert f.evaluate({"a": "4999"}) is True and f.evaluate({"a": "x"}) is False and f.evaluate({}) is None
+    both = compile_sql92(" AND ".join(["a IS NOT NULL"] * 3000 + ["b > 5"]))
+    assert both.evaluate({"a": "1", "b": "7"}) is True and both.matches({"a": "1", "b": "x"}) is False
+    assert str(compile_sql92("a = 'x' OR b = 'y' OR c = 'z'").root) == "(((a == 'x') OR (b == 'y')) OR (c == 'z'))"
