@@ -121,6 +121,8 @@ class Equal(Node):
 
     def evaluate(self, props):
         lv, rv = self.left.evaluate(props), self.right.evaluate(props)
+        if type(lv) is str and type(rv) is str:
+            return lv == rv                                # String.equals; compareTo is 0 only then too
         if (lv is None) != (rv is None):
             return None if lv is None else False          # asymmetric, as 4.9.8
         if lv is None or java_equals(lv, rv):

@@ -33,16 +33,11 @@ def nfe(text: str) -> JavaError:
     return JavaError("java.lang.NumberFormatException", f'For input string: "{text}"')
 
 
+_CLASSES = {bool: "Boolean", int: "Integer", JLong: "Long", float: "Double", str: "String"}
+
+
 def java_class(v) -> str:
-    if isinstance(v, bool):
-        return "Boolean"
-    if isinstance(v, JLong):
-        return "Long"
-    if isinstance(v, int):
-        return "Integer"
-    if isinstance(v, float):
-        return "Double"
-    return "String"
+    return _CLASSES.get(type(v), "String")
 
 
 _INT_TEXT = re.compile(r"[+-]?\d+")      # Character.digit accepts any Unicode decimal digit, as \d does
