@@ -649,8 +649,10 @@ class MessageStore(Dispatch, Replication):
         except Exception:  # noqa: BLE001 - a bad offset from a client
             return None
 
-    def get(self, topic: str, queue_id: int, offset: int, max_count: int, matches=None) -> GetResult:
-        """DefaultMessageStore.getMessage: records from `offset`, filtered by tags code."""
+    def get(self, topic: str, queue_id: int, offset: int, max_count: int, matches=None, accept=None) -> GetResult:
+        """DefaultMessageStore.getMessage: records from `offset`, filtered by tags code (`matches`,
+        on the consume queue unit) and by `accept` (on the record's bytes: the broker's SQL92 test),
+        scanning at most max(16000, max_count * 20) bytes of consume queue when `accept` is given."""
         cq = self.queues.get((topic, queue_id))
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE)
@@ -668,7 +670,8 @@ class MessageStore(Dispatch, Replication):
         if offset > hi:
             res.status, res.next_begin_offset = GetStatus.OFFSET_OVERFLOW_BADLY, hi
             return res
-        units = cq.units(offset, max(max_count, 1) * 4 if matches else max_count)
+        scan = max(800, max_count) if accept is not None else max(max_count, 1) * 4 if matches else max_count
+        units = cq.units(offset, scan)
         if not len(units):
             res.status = GetStatus.OFFSET_FOUND_NULL
             res.next_begin_offset = (offset * CQ_UNIT_SIZE // cq.files.file_size + 1) * cq.files.file_size // CQ_UNIT_SIZE
@@ -693,6 +696,8 @@ class MessageStore(Dispatch, Replication):
             data = self.read_bytes(off, size)
             if data is None:
                 removing += 1
+                continue
+            if accept is not None and not accept(data):
                 continue
             res.messages.append(data)
             total_bytes += size

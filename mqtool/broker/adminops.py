@@ -8,9 +8,11 @@ import asyncio
 import logging
 import time
 
+from mqtool.broker.filters import compile_filter, is_tag_type, remark_of
 from mqtool.broker.stats import GROUP_GET_NUMS
+from mqtool.common.sql92 import FilterCompileError
 from mqtool_remoting import jsonbody
-from mqtool_remoting.bodies import (BrokerStatsData, BrokerStatsItem, CheckClientRequestBody, ConsumeQueueData,
+from mqtool_remoting.bodies import (BrokerStatsData, BrokerStatsItem, ConsumeQueueData,
                                     ConsumeStats, ConsumeStatsList, GroupList, MessageQueue, OffsetWrapper,
                                     ProducerInfo, ProducerTableInfo, QueryConsumeQueueResponseBody,
                                     QueryConsumeTimeSpanBody, QueryCorrectionOffsetBody, QueueTimeSpan, TopicList)
@@ -124,7 +126,8 @@ async def query_consume_queue(ctrl, conn, cmd):
             body.filterData = f"{h.consumerGroup}@{h.topic} is not online!"
         else:
             body.subscriptionData = sub.to_json()
-            body.filterData = "null"              # JSON.toJSONString of the (absent) ConsumerFilterData
+            data = None if is_tag_type(sub.expression_type) else ctrl.filters.get(h.topic, h.consumerGroup)
+            body.filterData = jsonbody.dumps(data.to_json()).decode() if data else "null"   # JSON.toJSONString
     if not cq.min_offset <= h.index < cq.max_offset:
         return cmd.response(ResponseCode.SUCCESS, f"Index {h.index} of {h.queueId}@{h.topic} is not exist!")
     units = cq.units(h.index, max(h.count, 0))
@@ -225,13 +228,25 @@ async def all_producer_info(ctrl, conn, cmd):
 
 
 async def check_client_config(ctrl, conn, cmd):
-    """CHECK_CLIENT_CONFIG: a TAG subscription is fine; any other expression type needs
-    enablePropertyFilter, which this broker does not have (no SQL92 filtering)."""
-    body = CheckClientRequestBody.from_json(jsonbody.loads(cmd.body)) if cmd.body else CheckClientRequestBody()
-    sub = body.subscriptionData
-    if sub is not None and (sub.expressionType or "TAG").upper() != "TAG":
+    """CHECK_CLIENT_CONFIG (ClientManageProcessor.checkClientConfig): a TAG subscription is fine;
+    any other type needs enablePropertyFilter and an expression that compiles (code 23 with the
+    compile error as remark)."""
+    body = jsonbody.loads(cmd.body) if cmd.body else None
+    sub = body.get("subscriptionData") if isinstance(body, dict) else None
+    if not isinstance(sub, dict):
+        return cmd.response(ResponseCode.SUCCESS)
+    expression_type = sub.get("expressionType")
+    if is_tag_type(expression_type):
+        return cmd.response(ResponseCode.SUCCESS)
+    if not ctrl.config.enablePropertyFilter:
         return cmd.response(ResponseCode.SYSTEM_ERROR,
-                            f"The broker does not support consumer to filter message by {sub.expressionType}")
+                            f"The broker does not support consumer to filter message by {expression_type}")
+    try:
+        compile_filter(expression_type, sub.get("subString"))
+    except FilterCompileError as exc:
+        log.warning("CHECK_CLIENT_CONFIG from %s, group %s: %r does not compile: %s", conn.peer, body.get("group"),
+                    sub.get("subString"), exc)
+        return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark_of(exc))
     return cmd.response(ResponseCode.SUCCESS)
 
 

@@ -1,6 +1,7 @@
 """Client-facing requests other than send and pull: heartbeats, offsets, queries, locks."""
 from __future__ import annotations
 
+import logging
 import time
 
 from mqtool.broker.clients import (CONSUME_FROM, CONSUME_TYPES, MESSAGE_MODELS, ClientChannelInfo, Subscription,
@@ -15,6 +16,7 @@ from mqtool_remoting.headers import (ConsumerGroupHeader, OffsetResponseHeader, 
 from mqtool_store.codes import RETRY_GROUP_TOPIC_PREFIX
 
 LOCK_MAX_LIVE_MS = 60_000
+log = logging.getLogger("mqtool.broker")
 
 
 def _now() -> int:
@@ -37,6 +39,8 @@ async def heart_beat(ctrl, conn, cmd):
         changed = ctrl.consumers.register(group, info, enum_name(c.get("consumeType", 1), CONSUME_TYPES),
                                           enum_name(c.get("messageModel", 1), MESSAGE_MODELS),
                                           enum_name(c.get("consumeFromWhere", 0), CONSUME_FROM), subs)
+        for note in ctrl.filters.register(group, subs, _now()):      # SQL92 (ConsumerFilterManager)
+            log.warning("%s", note)
         if changed and (sub_cfg is None or sub_cfg.notifyConsumerIdsChangedEnable):
             await ctrl.notify_consumer_ids_changed(group)
     for p in data.get("producerDataSet") or []:
@@ -49,6 +53,7 @@ async def unregister_client(ctrl, conn, cmd):
     if h.producerGroup:
         ctrl.producers.unregister(h.producerGroup, conn)
     if h.consumerGroup and ctrl.consumers.unregister(h.consumerGroup, conn):
+        ctrl.groups_left([h.consumerGroup])
         await ctrl.notify_consumer_ids_changed(h.consumerGroup)
     return cmd.response(ResponseCode.SUCCESS)
 

@@ -57,6 +57,11 @@ class BrokerConfig:
     metricsPort: int = 0          # mqtool's: Prometheus /metrics on this port (0: off); not a 4.9.8 key
     fastListenPort: int = 0       # mqtool's: the fast port (VIP channel); 0: listenPort - 2, as 4.9.8 always has it
     aclEnable: bool = False            # plain ACL: $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml
+    enablePropertyFilter: bool = False     # SQL92 subscriptions (mqtool/broker/filters.py)
+    filterSupportRetry: bool = False       # filter %RETRY% topics by the original topic's SQL92 expression
+    filterDataCleanTimeSpan: int = 24 * 3600 * 1000    # dead SQL92 filters leave consumerFilter.json after this
+    expectConsumerNumUseFilter: int = 32   # bloom sizing of consumerFilter.json's bloomFilterData
+    maxErrorRateOfBloomFilter: int = 20
 
     @property
     def broker_addr(self) -> str:
@@ -89,6 +94,7 @@ RUNTIME_KEYS = frozenset("""
     cleanResourceInterval flushDelayOffsetInterval deleteWhen diskMaxUsedSpaceRatio cleanFileForciblyEnable
     maxTransferBytesOnMessageInMemory maxTransferCountOnMessageInMemory accessMessageInMemoryMaxRatio
     messageIndexEnable haTransferBatchSize haSlaveFallbehindMax slaveTimeout offsetCheckInSlave
+    enablePropertyFilter filterSupportRetry
 """.split())
 
 

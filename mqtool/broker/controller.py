@@ -13,6 +13,7 @@ from mqtool.broker import admin, adminops, clientcalls, clientreq, pull, replica
 from mqtool.broker.acl import requests as acl_requests
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
+from mqtool.broker.filters import ConsumerFilterManager
 from mqtool.broker.config import RUNTIME_KEYS, BrokerConfig, apply_properties
 from mqtool.broker.flushwait import FlushWaiters
 from mqtool.broker.offsets import ConsumerOffsetManager
@@ -106,6 +107,7 @@ FAST_HANDLERS = {code: h for code, h in HANDLERS.items() if code != RequestCode.
 # mqadmin deleteExpiredCommitLog sends DELETE_EXPIRED_COMMITLOG 329).
 MASTER_ID = 0
 SLAVE_SEEKING_MASTER_S = 3.0
+FILTER_PERSIST_MS = 10_000          # consumerFilter.json, as 4.9.8's scheduled persist (and at shutdown)
 
 
 class BrokerController:
@@ -153,6 +155,9 @@ class BrokerController:
         self.groups = SubscriptionGroupManager(cfg_dir, config.autoCreateSubscriptionGroup)
         self.offsets = ConsumerOffsetManager(cfg_dir)
         self.consumers = ConsumerManager()
+        self._filters_saved = 0
+        self.filters = ConsumerFilterManager(cfg_dir, config.maxErrorRateOfBloomFilter,
+                                             config.expectConsumerNumUseFilter, config.filterDataCleanTimeSpan)
         self.producers = ProducerManager()
         self.pull_holds = PullHoldService()
         self.schedule = ScheduleService(self, cfg_dir)
@@ -310,6 +315,7 @@ class BrokerController:
         self.offsets.persist()
         self.topics.persist()
         self.groups.persist()
+        self.filters.persist()
         if self.flush_waiters is not None:
             self.flush_waiters.close()
         await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
@@ -327,8 +333,12 @@ class BrokerController:
                 self.offsets.persist()
             now = int(time.time() * 1000)
             for group, _ch in self.consumers.expire(now):
+                self.groups_left([group])
                 await self.notify_consumer_ids_changed(group)
             self.producers.expire(now)
+            if (self.filters.dirty or self.filters.table) and now - self._filters_saved >= FILTER_PERSIST_MS:
+                self.filters.persist(now)                  # consumerFilter.json; clean() drops old dead ones
+                self._filters_saved = now
 
     # ------------------------------------------------------------------ requests
 
@@ -388,8 +398,15 @@ class BrokerController:
         elif not await self.ha_master.wait_replicated(end):
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
 
+    def groups_left(self, groups) -> None:
+        """A group whose last client went: its SQL92 filters are marked dead (CLIENT_UNREGISTER)."""
+        for group in groups:
+            if self.consumers.get(group) is None:
+                self.filters.unregister(group, int(time.time() * 1000))
+
     def _channel_closed(self, conn: Connection) -> None:
         groups = self.consumers.channel_closed(conn)
+        self.groups_left(groups)
         self.producers.channel_closed(conn)
         for group in groups:
             asyncio.get_running_loop().create_task(self.notify_consumer_ids_changed(group))

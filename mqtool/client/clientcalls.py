@@ -54,7 +54,8 @@ def running_info(consumer, cmd):
         "transactionMsgCount": 0, "transactionMsgMaxOffset": 0, "transactionMsgMinOffset": 0, "tryUnlockTimes": 0}
         for mq, off in sorted(consumer.state.assigned.items(), key=lambda kv: (kv[0].topic, kv[0].broker_name,
                                                                                kv[0].queue_id))}
-    subs = [{"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": expr,
+    types = getattr(consumer, "types", {})
+    subs = [{"classFilterMode": False, "codeSet": [], "expressionType": types.get(topic, "TAG"), "subString": expr,
              "subVersion": consumer.started_ms, "tagsSet": [], "topic": topic} for topic, expr in consumer.subs.items()]
     orderly = bool(getattr(consumer, "orderly", False))
     info = {

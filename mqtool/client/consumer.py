@@ -6,6 +6,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from mqtool.common.sql92 import SQL92
 from mqtool.common.subscription import Subscription
 from mqtool.client.base import ClientBase, MessageQueue, check
 from mqtool_remoting import jsonbody
@@ -122,16 +123,32 @@ class Consumer(ClientBase):
             RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": self.group, "topic": mq.topic,
                                                  "queueId": mq.queue_id, "commitOffset": offset}, oneway=True))
 
+    async def check_client_config(self, topic: str, expression: str, expression_type: str = SQL92) -> None:
+        """CHECK_CLIENT_CONFIG (46), as the Java consumers' start() sends it for a non-TAG
+        subscription: a broker without enablePropertyFilter, or one that cannot compile the
+        expression, answers an error code (RemotingCommandError with Java's code and remark)."""
+        sub = Subscription.parse(topic, expression, int(time.time() * 1000), expression_type).to_json()
+        body = jsonbody.dumps({"clientId": self.client_id, "group": self.group, "subscriptionData": sub})
+        queues = await self.queues(topic)
+        if not queues:
+            return
+        check(await self.invoke_queue(queues[0], RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, body=body)),
+              f"check of the {expression_type} subscription to {topic}")
+
     async def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
-                       suspend_ms: int = 0, commit_offset: int | None = None) -> RemotingCommand:
-        """One PULL_MESSAGE; the answer as it came (its body is the records as stored), its
-        suggestWhichBrokerId noted for the queue's next request."""
+                       suspend_ms: int = 0, commit_offset: int | None = None, expression_type: str = "TAG",
+                       sub_version: int | None = None) -> RemotingCommand:
+        """One PULL_MESSAGE carrying its subscription (sysFlag 0x4): a TAG expression, or with
+        expression_type="SQL92" an SQL92 one the broker evaluates (it needs enablePropertyFilter).
+        The answer as it came (its body is the records as stored); its suggestWhichBrokerId is noted
+        for the queue's next request."""
         sys_flag = 0x4 | (0x2 if suspend_ms else 0) | (0x1 if commit_offset is not None else 0)
         cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
             "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
             "maxMsgNums": max_nums, "sysFlag": sys_flag, "commitOffset": commit_offset or 0,
-            "suspendTimeoutMillis": suspend_ms, "subscription": expression, "subVersion": int(time.time() * 1000),
-            "expressionType": "TAG"})
+            "suspendTimeoutMillis": suspend_ms, "subscription": expression,
+            "subVersion": sub_version if sub_version is not None else int(time.time() * 1000),
+            "expressionType": expression_type})
         resp = await self.invoke_queue(mq, cmd, self.timeout_s + suspend_ms / 1000)
         ok = (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
               ResponseCode.PULL_OFFSET_MOVED)
@@ -140,10 +157,12 @@ class Consumer(ClientBase):
         return resp
 
     async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
-                   suspend_ms: int = 0, commit_offset: int | None = None) -> PullResult:
-        resp = await self.pull_raw(mq, offset, max_nums, expression, suspend_ms, commit_offset)
+                   suspend_ms: int = 0, commit_offset: int | None = None, expression_type: str = "TAG",
+                   sub_version: int | None = None) -> PullResult:
+        resp = await self.pull_raw(mq, offset, max_nums, expression, suspend_ms, commit_offset, expression_type,
+                                   sub_version)
         msgs = decode_records(resp.body) if resp.code == ResponseCode.SUCCESS else []
-        sub = Subscription.parse(mq.topic, expression)
+        sub = Subscription.parse(mq.topic, expression, expression_type=expression_type)
         if sub.tags:
             msgs = [m for m in msgs if (m.tags or "") in sub.tags]    # hash collisions: re-check the tag
         e = resp.ext_fields
@@ -163,12 +182,22 @@ class GroupConsumer(Consumer):
     the group also consumes its retry topic `%RETRY%group`, as the Java client does."""
 
     def __init__(self, namesrv: str, group: str, topic: str, expression: str = "*", broadcast: bool = False,
-                 start: str = "last", instance: str | None = None, retry_topic: bool = True, credentials=None):
+                 start: str = "last", instance: str | None = None, retry_topic: bool = True, credentials=None,
+                 sql: str | None = None):
         super().__init__(namesrv, group, instance=instance, credentials=credentials)
         if start not in ("first", "last"):     # CONSUME_FROM_FIRST_OFFSET / CONSUME_FROM_LAST_OFFSET
             raise ValueError(f"start must be 'first' or 'last', not {start!r} (start_at picks any other offset)")
-        self.topic, self.expression, self.broadcast, self.start_from = topic, expression, broadcast, start
-        self.subs = {topic: expression}
+        if sql is not None and expression != "*":
+            raise ValueError("give either a tag expression or sql=, not both")
+        if sql is not None and not sql.strip():
+            raise ValueError("Expression can't be null! SQL92")         # FilterAPI.build refuses it too
+        # sql=: MessageSelector.bySql, filtered on the broker (enablePropertyFilter=true there); the
+        # retry topic stays TAG *, as the Java push consumer subscribes it
+        self.sql = sql
+        self.topic, self.expression, self.broadcast, self.start_from = topic, sql or expression, broadcast, start
+        self.subs = {topic: sql or expression}
+        self.types = {topic: SQL92 if sql is not None else "TAG"}
+        self.sub_version = int(time.time() * 1000)     # SubscriptionData.subVersion: when it was made
         if retry_topic and not broadcast:
             self.subs[RETRY_PREFIX + group] = "*"
         self.state = GroupState()
@@ -208,8 +237,9 @@ class GroupConsumer(Consumer):
 
     async def heartbeat(self) -> None:
         now = int(time.time() * 1000)
-        subs = [{"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": e,
-                 "subVersion": now, "tagsSet": [], "topic": t} for t, e in self.subs.items()]
+        subs = [{"classFilterMode": False, "codeSet": [], "expressionType": self.types.get(t, "TAG"), "subString": e,
+                 "subVersion": self.sub_version if self.types.get(t, "TAG") != "TAG" else now, "tagsSet": [],
+                 "topic": t} for t, e in self.subs.items()]
         body = jsonbody.dumps({"clientID": self.client_id, "producerDataSet": [], "consumerDataSet": [{
             "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET" if self.start_from == "first" else "CONSUME_FROM_LAST_OFFSET",
             "consumeType": "CONSUME_PASSIVELY", "groupName": self.group,
@@ -282,6 +312,8 @@ class GroupConsumer(Consumer):
         consumer starts whatever its first heartbeat meets); before any rebalance has worked, a name
         server or broker that refuses the connection, or answers with an error, ends it at once (a
         wrong address or credentials, better said than retried forever)."""
+        if self.sql is not None:       # DefaultMQPushConsumer.start: checkClientInBroker, then heartbeats
+            await self.check_client_config(self.topic, self.sql)
         started = False
         self._rebalance.set()
         last_rebalance = last_commit = time.monotonic()
@@ -318,7 +350,9 @@ class GroupConsumer(Consumer):
                 await asyncio.sleep(poll_ms / 1000)
                 self._rebalance.set()      # nothing assigned yet (topic not created?): look again
                 continue
-            results = await asyncio.gather(*(self.pull(mq, off, 32, self.subs.get(mq.topic, "*"))
+            results = await asyncio.gather(*(self.pull(mq, off, 32, self.subs.get(mq.topic, "*"),
+                                                       expression_type=self.types.get(mq.topic, "TAG"),
+                                                       sub_version=self.sub_version)
                                               for mq, off in queues), return_exceptions=True)
             got_any, at_end = False, True
             for (mq, off), res in zip(queues, results):
@@ -389,8 +423,9 @@ class PushConsumer(GroupConsumer):
 
     def __init__(self, namesrv: str, group: str, topic: str, expression: str = "*", orderly: bool = False,
                  broadcast: bool = False, start: str = "first", max_reconsume_times: int = 16,
-                 instance: str | None = None, credentials=None):
-        super().__init__(namesrv, group, topic, expression, broadcast, start, instance, credentials=credentials)
+                 instance: str | None = None, credentials=None, sql: str | None = None):
+        super().__init__(namesrv, group, topic, expression, broadcast, start, instance, credentials=credentials,
+                         sql=sql)
         self.orderly = orderly
         self.max_reconsume_times = max_reconsume_times
         self.locked: set[MessageQueue] = set()

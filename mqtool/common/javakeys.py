@@ -58,10 +58,11 @@ NOT_IMPLEMENTED = [
      "is made ready ahead by a background thread"),
     ("flushConsumeQueueLeastPages flushConsumeQueueThoroughInterval",
      "every consume queue is flushed each flushIntervalConsumeQueue, which is at least as often"),
-    ("""enablePropertyFilter enableCalcFilterBitMap expectConsumerNumUseFilter maxErrorRateOfBloomFilter
-        filterDataCleanTimeSpan filterSupportRetry filterServerNums bitMapLengthConsumeQueueExt
-        mappedFileSizeConsumeQueueExt""",
-     "SQL92 property filtering is not implemented: such subscriptions are refused, TAG filtering works"),
+    ("enableCalcFilterBitMap bitMapLengthConsumeQueueExt mappedFileSizeConsumeQueueExt",
+     "the bit maps of SQL92 filtering (consume queue extension files) are not implemented: with "
+     "enablePropertyFilter=true every candidate message is read and its expression evaluated, as 4.9.8 does "
+     "with enableCalcFilterBitMap=false"),
+    ("filterServerNums", "filter servers (class filters) are not implemented"),
     ("""dLegerGroup dLegerPeers dLegerSelfId preferredLeaderId enableBatchPush storePathDLedgerCommitLog""",
      "DLedger is not implemented; replicate with brokerRole master and slave"),
     ("commercialEnable commercialTimerCount commercialTransCount commercialBigCount commercialBaseCount",

@@ -21,7 +21,10 @@ class Subscription:
     @classmethod
     def parse(cls, topic: str, expression: str | None, sub_version: int = 0, expression_type: str = "TAG"):
         """FilterAPI.buildSubscriptionData: `*`, or tags split on `||`; codes are recomputed,
-        since the C++ client's codeSet cannot be trusted."""
+        since the C++ client's codeSet cannot be trusted. Any other expression type (SQL92) keeps
+        its text whole (filtered on the broker, see mqtool/common/sql92.py)."""
+        if expression_type and expression_type != "TAG":      # SQL92: the text as sent, no tags, no codes
+            return cls(topic, expression or "", (), frozenset(), sub_version, expression_type)
         expr = (expression or "").strip()
         if not expr or expr == SUB_ALL:
             return cls(topic, SUB_ALL, (), frozenset(), sub_version, expression_type or "TAG")
