@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import sys
 from datetime import datetime, tzinfo
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 

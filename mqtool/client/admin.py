@@ -25,7 +25,6 @@ class Admin(ClientBase):
 
     async def cluster_rows(self) -> list[dict]:
         """One row per broker address, with the figures mqadmin clusterList shows from its runtime info."""
-        import ipaddress
         import time
         info = await self.cluster_info()
         rows = []
