@@ -82,6 +82,31 @@ def test_send_and_consume_with_trace_show_in_one_table(traced):
         assert m["tags"] == ""
 
 
+def test_a_java_producer_s_trace_and_mqtool_s_consumer_trace_show_together(traced):
+    """The other way round: a Pub record exactly as 4.9.8's producer writes it (the spec's V1, with
+    this message's id), in a trace message as its dispatcher sends it, beside the records of an
+    mqtool consumer reading explicit queues (traced as Java's lite pull consumer)."""
+    from tests.common.test_tracedata import MID0, V1
+    ns = traced["namesrv"]
+    run_cli("topic", "create", "-n", ns, "-t", "TraceFromJava", "-r", "1", "-w", "1", check=True)
+    msg_id = json_lines(run_cli("send", "-n", ns, "-t", "TraceFromJava", "--keys", "order-1 order-2", "java",
+                                "--json", check=True).stdout)[0]["msg_id"]
+
+    async def java_dispatcher():
+        p = Producer(ns, "_INNER_TRACE_PRODUCER-PG_ORDER-PRODUCE-1")
+        await p.send(OutMessage("RMQ_SYS_TRACE_TOPIC", V1.replace(MID0, msg_id).encode(),
+                                [msg_id, "order-1", "order-2"]))
+        await p.close()
+    asyncio.run(java_dispatcher())
+    run_cli("consume", "-n", ns, "-t", "TraceFromJava", "--trace", "-e", check=True)
+    table = trace_of(ns, msg_id, ["Pub", "SubBefore", "SubAfter"])
+    assert [(r["type"], r["group"]) for r in table] == [("Pub", "PG_ORDER"), ("SubBefore", "CID_MQTOOL_CLI"),
+                                                       ("SubAfter", "CID_MQTOOL_CLI")]
+    assert (table[0]["store_host"], table[0]["cost_time"], table[0]["timestamp"]) == \
+        ("192.168.0.10:10911", 12, 1700000000000)
+    assert table[2]["success"] is True and table[1]["keys"] == "order-1 order-2"
+
+
 def test_a_bad_message_id_or_trace_topic_is_one_line(traced):
     ns = traced["namesrv"]
     bad = run_cli("message", "trace", "-n", ns, "-i", "no-such-id")
