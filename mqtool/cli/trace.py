@@ -28,8 +28,10 @@ def message_trace(msg_id: Annotated[str, typer.Option("-i", "--msg-id", "--msgId
                   mqadmin: Annotated[bool, typer.Option("--mqadmin", help="Print exactly what mqadmin "
                                                         "queryMsgTraceById prints (Pub and SubAfter only).")] = False,
                   namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
-    """A message's trace: Pub, SubBefore, SubAfter and EndTransaction records in time order, as traced
-    producers and consumers (Java's with enableMsgTrace, mqtool's with --trace) wrote them."""
+    """A message's trace records (mqadmin queryMsgTraceById), every type, in time order.
+
+    Pub, SubBefore, SubAfter and EndTransaction records, as traced producers and consumers (Java's
+    with enableMsgTrace, mqtool's with --trace) wrote them to the trace topic."""
     from mqtool.client.admin import QUERY_CAP
     msg_id = msg_id.strip()
     if not msg_id:

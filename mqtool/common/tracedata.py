@@ -116,9 +116,9 @@ _JSON_FIELDS = {
 def _text(v) -> str:
     if v is None:
         return "null"
-    if isinstance(v, bool):
+    if v is True or v is False:
         return "true" if v else "false"
-    return str(int(v)) if isinstance(v, enum.IntEnum) else str(v)
+    return v if isinstance(v, str) else "%d" % v
 
 
 def fields_of(r: TraceRecord) -> list:
@@ -138,8 +138,8 @@ def fields_of(r: TraceRecord) -> list:
 
 def encode(record: TraceRecord) -> str:
     """encoderFromContextBean for one record (a SubBefore/SubAfter context of n messages is n records)."""
-    text = CONTENT_SPLITOR.join(_text(v) for v in fields_of(record))
-    if record.type is TraceType.SubAfter and record.cloud:
+    text = CONTENT_SPLITOR.join(map(_text, fields_of(record)))
+    if record.cloud and record.type is TraceType.SubAfter:
         return text + CONTENT_SPLITOR            # 4.9.8 ends a CLOUD SubAfter so, with no FIELD_SPLITOR
     return text + FIELD_SPLITOR
 
