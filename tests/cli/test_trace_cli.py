@@ -179,3 +179,29 @@ def test_library_traces_a_retry_and_a_transaction_and_never_holds_a_send(traced)
         ("Trans_Msg_Half", "Trans_msg_Commit", "COMMIT_MESSAGE", False)
     assert (end["group"], end["topic"], end["keys"], end["transaction_id"]) == ("PG_LIB_TX", "TraceLibTx", "tx-key",
                                                                                tx_id)
+
+
+def test_the_broker_s_region_id_and_trace_on_reach_the_trace(traced):
+    """regionId and traceOn (BrokerConfig, changed at run time as updateBrokerConfig changes them)
+    go out in every send answer: a traced producer writes the region into its Pub, and writes no
+    Pub while the broker says trace off."""
+    ns, broker = traced["namesrv"], traced["broker"]
+    run_cli("topic", "create", "-n", ns, "-t", "TraceRegion", "-r", "1", "-w", "1", check=True)
+
+    async def send_two():
+        p = Producer(ns, "PG_REGION", trace=True)
+        run_cli("broker", "config", "set", "-b", broker, "regionId=eu-west", "traceOn=false", check=True)
+        try:
+            silent = await p.send(OutMessage("TraceRegion", b"untraced"))
+            run_cli("broker", "config", "set", "-b", broker, "traceOn=true", check=True)
+            traced_one = await p.send(OutMessage("TraceRegion", b"traced"))
+        finally:
+            run_cli("broker", "config", "set", "-b", broker, "regionId=DefaultRegion", "traceOn=true", check=True)
+            await p.close()
+        return silent, traced_one
+    silent, traced_one = asyncio.run(send_two())
+    assert (silent.region_id, silent.trace_on, traced_one.region_id, traced_one.trace_on) == \
+        ("eu-west", False, "eu-west", True)
+    assert trace_of(ns, traced_one.msg_id, ["Pub"])[0]["region_id"] == "eu-west"
+    quiet = run_cli("message", "trace", "-n", ns, "-i", silent.msg_id)
+    assert quiet.returncode == 1 and "no trace message" in quiet.stderr
