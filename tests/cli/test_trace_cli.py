@@ -205,3 +205,17 @@ def test_the_broker_s_region_id_and_trace_on_reach_the_trace(traced):
     assert trace_of(ns, traced_one.msg_id, ["Pub"])[0]["region_id"] == "eu-west"
     quiet = run_cli("message", "trace", "-n", ns, "-i", silent.msg_id)
     assert quiet.returncode == 1 and "no trace message" in quiet.stderr
+
+
+def test_without_trace_topic_enable_the_first_trace_message_creates_the_topic(cluster):
+    """A stock broker (traceTopicEnable=false): the trace producer finds no route and sends through
+    TBW102, and the broker creates RMQ_SYS_TRACE_TOPIC with 4 queues, as 4.9.8 does."""
+    ns = cluster["namesrv"]
+    missing = run_cli("topic", "route", "-n", ns, "-t", "RMQ_SYS_TRACE_TOPIC")
+    assert missing.returncode != 0
+    run_cli("topic", "create", "-n", ns, "-t", "TraceAuto", "-r", "1", "-w", "1", check=True)
+    msg_id = json_lines(run_cli("send", "-n", ns, "-t", "TraceAuto", "--trace", "auto", "--json",
+                                check=True).stdout)[0]["msg_id"]
+    route = json_lines(run_cli("topic", "route", "-n", ns, "-t", "RMQ_SYS_TRACE_TOPIC", "--json", check=True).stdout)[0]
+    assert [(q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in route["queueDatas"]] == [(4, 4, 6)]
+    assert [r["type"] for r in trace_of(ns, msg_id, ["Pub"])] == ["Pub"]
