@@ -160,7 +160,7 @@ class TraceDispatcher:
         body = "".join(t for t, _ in batch).encode()
         if self._producer is None:
             self._producer = Producer(self.namesrv, self.group, timeout_s=TRACE_TIMEOUT_S,
-                                      instance=f"CLIENT_INNER_TRACE_PRODUCER{next(_COUNTER)}",
+                                      instance=f"PID_CLIENT_INNER_TRACE_PRODUCER_{self.namesrv}",
                                       credentials=self.credentials)
         try:
             await self._producer.send(OutMessage(self.topic, body, sorted(keys)))
