@@ -8,7 +8,7 @@ import pytest
 
 from mqtool.client.admin import Admin
 from mqtool.client.consumer import PushConsumer
-from mqtool.client.producer import COMMIT, OutMessage, Producer, TransactionProducer
+from mqtool.client.producer import COMMIT, ROLLBACK, UNKNOWN, OutMessage, Producer, TransactionProducer
 from mqtool.common.tracedata import decode, encode
 from tests.conftest import json_lines, run_cli
 from tests.servers import Process, free_port, start_broker, wait_until
@@ -144,8 +144,16 @@ def test_library_traces_a_retry_and_a_transaction_and_never_holds_a_send(traced)
             second = await p.send(OutMessage("TraceLib", b"second"))
         assert second.status == "SEND_OK"
         gate.set()
-        tp = TransactionProducer(ns, "PG_LIB_TX", lambda rec: COMMIT, trace=True)
+        checked = asyncio.Event()
+
+        def check_back(rec):
+            checked.set()
+            return ROLLBACK
+        tp = TransactionProducer(ns, "PG_LIB_TX", check_back, trace=True)
         tx, _state = await tp.send_in_transaction(OutMessage("TraceLibTx", b"tx", ["tx-key"]), lambda m, r: COMMIT)
+        later, _ = await tp.send_in_transaction(OutMessage("TraceLibTx", b"later"), lambda m, r: UNKNOWN)
+        async with asyncio.timeout(30):
+            await checked.wait()                # the broker asked; the answer is traced too
         await tp.close()
         await p.close()
 
@@ -166,8 +174,8 @@ def test_library_traces_a_retry_and_a_transaction_and_never_holds_a_send(traced)
             await task
             await c.close()
         await admin.close()
-        return first.msg_id, tx.msg_id
-    retried, tx_id = asyncio.run(scenario())
+        return first.msg_id, tx.msg_id, later.msg_id
+    retried, tx_id, later_id = asyncio.run(scenario())
 
     rows = trace_of(ns, retried, ["Pub", "SubBefore", "SubAfter", "SubBefore", "SubAfter"])
     assert [(r["type"], r.get("retry_times"), r.get("success"), r.get("context_code")) for r in rows] == [
@@ -179,6 +187,10 @@ def test_library_traces_a_retry_and_a_transaction_and_never_holds_a_send(traced)
         ("Trans_Msg_Half", "Trans_msg_Commit", "COMMIT_MESSAGE", False)
     assert (end["group"], end["topic"], end["keys"], end["transaction_id"]) == ("PG_LIB_TX", "TraceLibTx", "tx-key",
                                                                                tx_id)
+    ends = [r for r in trace_of(ns, later_id, ["Pub", "EndTransaction", "EndTransaction"]) if r["type"] != "Pub"]
+    assert [(e["transaction_state"], e["from_transaction_check"]) for e in ends] == \
+        [("UNKNOW", False), ("ROLLBACK_MESSAGE", True)]
+    assert ends[1]["topic"] == "TraceLibTx" and ends[1]["store_host"] == traced["broker"]
 
 
 def test_the_broker_s_region_id_and_trace_on_reach_the_trace(traced):
