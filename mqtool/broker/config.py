@@ -39,6 +39,8 @@ class BrokerConfig:
     brokerTopicEnable: bool = True
     traceTopicEnable: bool = False
     msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    regionId: str = "DefaultRegion"    # MSG_REGION in every send answer (a trace record's region)
+    traceOn: bool = True               # TRACE_ON in every send answer: false stops clients' Pub trace records
     rocketmqHome: str = ""            # the ACL files' home; ROCKETMQ_HOME when empty (as Java's default)
     messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     maxMessageSize: int = 4 * 1024 * 1024
@@ -93,7 +95,7 @@ RUNTIME_KEYS = frozenset("""
     maxMessageSize flushCommitLogLeastPages syncFlushTimeout maxMsgsNumBatch defaultQueryMaxNum fileReservedTime
     cleanResourceInterval flushDelayOffsetInterval deleteWhen diskMaxUsedSpaceRatio cleanFileForciblyEnable
     maxTransferBytesOnMessageInMemory maxTransferCountOnMessageInMemory accessMessageInMemoryMaxRatio
-    messageIndexEnable haTransferBatchSize haSlaveFallbehindMax slaveTimeout offsetCheckInSlave
+    messageIndexEnable haTransferBatchSize haSlaveFallbehindMax slaveTimeout offsetCheckInSlave regionId traceOn
     enablePropertyFilter filterSupportRetry
 """.split())
 

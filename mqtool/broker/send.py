@@ -1,6 +1,7 @@
 """SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE and CONSUMER_SEND_MSG_BACK (SendMessageProcessor)."""
 from __future__ import annotations
 
+import functools
 import ipaddress
 import random
 import time
@@ -45,8 +46,8 @@ def peer_host(conn) -> tuple[bytes, int]:
 
 def _reply(cmd, ctrl, code, remark=None, ext=None):
     ext = dict(ext or {})
-    ext.setdefault("MSG_REGION", "DefaultRegion")
-    ext.setdefault("TRACE_ON", "true")
+    ext.setdefault("MSG_REGION", ctrl.config.regionId)
+    ext.setdefault("TRACE_ON", "true" if ctrl.config.traceOn else "false")
     return cmd.response(code, remark, ext)
 
 
@@ -175,19 +176,24 @@ def _put_response(cmd, ctrl, result, queue_id):
     # What _reply builds, without its copies and coercions: the answer to every stored send,
     # its JSON header filled into a template (SEND_OK is by far the most frequent answer).
     msg_id, queue, offset = ",".join(result.msg_ids), str(queue_id), str(result.queue_offset)
-    ext = {"msgId": msg_id, "queueId": queue, "queueOffset": offset, "MSG_REGION": "DefaultRegion",
-           "TRACE_ON": "true"}
+    region, trace_on = ctrl.config.regionId, "true" if ctrl.config.traceOn else "false"
+    ext = {"msgId": msg_id, "queueId": queue, "queueOffset": offset, "MSG_REGION": region, "TRACE_ON": trace_on}
     resp = RemotingCommand(int(code), cmd.opaque, RPC_TYPE, None, ext, b"", "JAVA", VERSION_V4_9_8,
                            cmd.serialize_type)
-    if code == ResponseCode.SUCCESS and cmd.serialize_type == SerializeType.JSON:
-        resp.header_json = _SEND_OK.fill(cmd.opaque, msg_id, queue, offset)
+    template = _send_ok(region, trace_on) if cmd.serialize_type == SerializeType.JSON else None
+    if code == ResponseCode.SUCCESS and template is not None:
+        resp.header_json = template.fill(cmd.opaque, msg_id, queue, offset)
     return resp
 
 
-_SEND_OK = HeaderTemplate.make(RemotingCommand(
-    ResponseCode.SUCCESS, 0, RPC_TYPE, None, {"msgId": "\0m\0", "queueId": "\0q\0", "queueOffset": "\0o\0",
-                                              "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}),
-    {"msgId": "\0m\0", "queueId": "\0q\0", "queueOffset": "\0o\0"})
+@functools.lru_cache(maxsize=8)
+def _send_ok(region: str, trace_on: str) -> HeaderTemplate | None:
+    """SEND_OK's header with the message id, queue and offset left open, for the broker's regionId
+    and traceOn (both may change at run time)."""
+    return HeaderTemplate.make(RemotingCommand(
+        ResponseCode.SUCCESS, 0, RPC_TYPE, None, {"msgId": "\0m\0", "queueId": "\0q\0", "queueOffset": "\0o\0",
+                                                  "MSG_REGION": region, "TRACE_ON": trace_on}),
+        {"msgId": "\0m\0", "queueId": "\0q\0", "queueOffset": "\0o\0"})
 
 
 async def send_back(ctrl, conn, cmd):

@@ -27,7 +27,7 @@ GROUPS = {
     "topic": ("admin", "topic_app", "Administration", "Create, delete, list and inspect topics."),
     "cluster": ("admin", "cluster_app", "Administration", "Clusters and their brokers."),
     "group": ("admin", "group_app", "Administration", "Consumer groups: progress and lag."),
-    "message": ("admin", "message_app", "Administration", "Find messages by key or id."),
+    "message": ("admin", "message_app", "Administration", "Find messages by key or id; a message's trace."),
     "producer": ("admin", "producer_app", "Administration", "Producer groups."),
     "acl": ("acl", "app", "Administration", "Plain ACL: accounts, whitelists, versions on brokers; sign a request."),
 }
@@ -61,7 +61,7 @@ ALIASES = {
     "cleanUnusedTopic": ("ops", "clean_unused_topic"), "deleteExpiredCommitLog": ("ops", "delete_expired_commitlog"),
     "updateAclConfig": ("acl", "acl_update"), "deleteAccessConfig": ("acl", "acl_delete"),
     "deleteAclConfig": ("acl", "acl_delete"), "clusterAclConfigVersion": ("acl", "acl_list"),
-    "updateGlobalWhiteAddr": ("acl", "acl_whitelist"),
+    "updateGlobalWhiteAddr": ("acl", "acl_whitelist"), "queryMsgTraceById": ("trace", "message_trace"),
 }
 
 

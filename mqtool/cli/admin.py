@@ -17,7 +17,7 @@ topic_app = typer.Typer(help="Create, delete, list and inspect topics.", no_args
 cluster_app = typer.Typer(help="Clusters and their brokers.", no_args_is_help=True)
 broker_admin_app = typer.Typer(help="Broker status.", no_args_is_help=True)
 group_app = typer.Typer(help="Consumer groups: progress and lag.", no_args_is_help=True)
-message_app = typer.Typer(help="Find messages by key or id.", no_args_is_help=True)
+message_app = typer.Typer(help="Find messages by key or id; a message's trace.", no_args_is_help=True)
 
 
 def run(namesrv: str, fn):

@@ -10,7 +10,7 @@ import typer
 from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.output import BODY_MODES, check_choice, emit_json, fmt_time, parse_time, render_body
-from mqtool.cli.send import NamesrvOpt
+from mqtool.cli.send import NamesrvOpt, TraceOpt, TraceTopicOpt
 
 if TYPE_CHECKING:
     from mqtool.client.consumer import Consumer
@@ -61,6 +61,8 @@ def consume(
     fmt: Annotated[Optional[str], typer.Option("--format", help="e.g. '%t %q %o %k %T %b'")] = None,
     body: Annotated[str, typer.Option("--body", help="text, hex or base64")] = "text",
     json_out: Annotated[bool, typer.Option("--json")] = False,
+    trace: TraceOpt = False,
+    trace_topic: TraceTopicOpt = None,
 ) -> None:
     """Consume messages: a real group (-g), or explicit queues from a start position."""
     import asyncio
@@ -73,10 +75,13 @@ def consume(
         raise UsageError("give either --format or --json, not both")
     if start is not None:
         _check_start(start)
+    if trace_topic is not None and not trace:
+        raise UsageError("--trace-topic goes with --trace")
     if sql is not None:
         _check_sql(sql, tag)
     asyncio.run(_consume(namesrv, topic, group, broadcast, queue, start, exit_at_end, count, idle_timeout, tag,
-                         fmt or "%t %q %o %k %T %b", body, json_out, sql))
+                         fmt or "%t %q %o %k %T %b", body, json_out, sql,
+                         {"trace": trace, "trace_topic": trace_topic}))
 
 
 def _check_sql(sql: str, tag: str) -> None:
@@ -116,7 +121,7 @@ async def _position(c: "Consumer", mq, start: str) -> int:
 
 
 async def _consume(namesrv, topic, group, broadcast, queue_ids, start, exit_at_end, count, idle, tag, fmt, body,
-                   json_out, sql=None) -> None:
+                   json_out, sql=None, tracing=None) -> None:
     import asyncio
     from mqtool.client.consumer import Consumer, GroupConsumer
     seen = 0
@@ -130,7 +135,7 @@ async def _consume(namesrv, topic, group, broadcast, queue_ids, start, exit_at_e
             print(render(env, fmt), flush=True)
 
     if group:
-        c = GroupConsumer(namesrv, group, topic, tag, broadcast, "first", sql=sql)
+        c = GroupConsumer(namesrv, group, topic, tag, broadcast, "first", sql=sql, **(tracing or {}))
         if start is not None:
             c.start_at = lambda mq: _position(c, mq, start)      # an explicit --from moves the group's offsets
         try:
@@ -149,10 +154,17 @@ async def _consume(namesrv, topic, group, broadcast, queue_ids, start, exit_at_e
                 if count and seen >= count:
                     break
         finally:
+            await gen.aclose()        # a traced group's last message: its SubAfter
             await c.close()
         _say_if_none(seen, json_out)
         return
-    c = Consumer(namesrv, "CID_MQTOOL_CLI")
+    c = Consumer(namesrv, "CID_MQTOOL_CLI", **(tracing or {}))
+
+    def consumed(mq, rec):
+        traced = c.tracer.sub_before(c.group, [rec]) if c.tracer is not None else None
+        show(mq, rec)
+        if traced is not None:
+            c.tracer.sub_after(traced, True)      # as 4.9.8's lite pull consumer: consumed once handed over
 
     async def pull_all():
         nonlocal seen, last
@@ -170,7 +182,7 @@ async def _consume(namesrv, topic, group, broadcast, queue_ids, start, exit_at_e
                 res = await c.pull(mq, positions[mq], 32, sql if sql is not None else tag,
                                    expression_type="SQL92" if sql is not None else "TAG")
                 for rec in res.messages:
-                    show(mq, rec)
+                    consumed(mq, rec)
                     seen += 1
                     if count and seen >= count:
                         return

@@ -310,6 +310,7 @@ def _wire() -> None:
     from mqtool.cli import admin
     from mqtool.cli import broker as broker_cli
     from mqtool.cli import namesrv as namesrv_cli
+    from mqtool.cli import trace as trace_cli
     b, n = broker_cli.app, namesrv_cli.app
     b.add_typer(admin.broker_admin_app, name="admin", hidden=True)
     b.command("status")(admin.broker_status)
@@ -326,6 +327,7 @@ def _wire() -> None:
     admin.group_app.command("status")(group_status)
     admin.group_app.command("clone-offset")(group_clone_offset)
     admin.message_app.command("cq")(message_cq)
+    admin.message_app.command("trace")(trace_cli.message_trace)
     admin.topic_app.command("clusters")(topic_clusters)
     admin.cluster_app.command("stats")(stats_all)
     admin.producer_app.command("list")(producer_list)

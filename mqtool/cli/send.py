@@ -14,6 +14,10 @@ from mqtool.cli.output import console, emit_json, table
 
 NamesrvOpt = Annotated[str, typer.Option("-n", "--namesrv-addr", envvar="NAMESRV_ADDR",
                                          help="Name servers, ';'-separated (or NAMESRV_ADDR).")]
+TraceOpt = Annotated[bool, typer.Option("--trace", help="Write message trace records (as Java's enableMsgTrace); "
+                                        "read them with `mqtool message trace`.")]
+TraceTopicOpt = Annotated[Optional[str], typer.Option("--trace-topic", help="With --trace: the trace topic "
+                                                      "(default RMQ_SYS_TRACE_TOPIC).")]
 
 
 @with_credentials
@@ -33,6 +37,8 @@ def send(
     batch: Annotated[int, typer.Option("--batch", min=0, help="Send in batches of N.")] = 0,
     oneway: Annotated[bool, typer.Option("--oneway")] = False,
     group: Annotated[str, typer.Option("--group", "-g", help="Producer group.")] = "PID_MQTOOL",
+    trace: TraceOpt = False,
+    trace_topic: TraceTopicOpt = None,
     count: Annotated[int, typer.Option("--count", min=0, help="Bench mode: messages to send (0: not bench mode).")] = 0,
     size: Annotated[int, typer.Option("--size", min=1, help="Bench mode: body bytes.")] = 128,
     threads: Annotated[int, typer.Option("--threads", min=1, help="Bench mode: concurrent senders.")] = 1,
@@ -42,6 +48,9 @@ def send(
     import asyncio
     from mqtool.client.producer import OutMessage
     queue = _queue(topic, queue)
+    if trace_topic is not None and not trace:
+        raise UsageError("--trace-topic goes with --trace")
+    tracing = {"trace": trace, "trace_topic": trace_topic}
     properties = {}
     for p in prop or []:
         k, sep, v = p.partition("=")
@@ -55,7 +64,7 @@ def send(
         if unused:
             raise UsageError(f"--count (bench mode) sends generated bodies and does not take {', '.join(unused)}")
         template = OutMessage(topic, b"x" * size, keys.split() if keys else [], tags, properties)
-        asyncio.run(_bench(namesrv, group, template, count, threads, json_out, batch, queue))
+        asyncio.run(_bench(namesrv, group, template, count, threads, json_out, batch, queue, tracing))
         return
     if files:
         for f in files:
@@ -68,7 +77,7 @@ def send(
         data = sys.stdin.read()
         bodies = [b.encode() for b in data.split(delimiter) if b]
     msgs = [OutMessage(topic, b, keys.split() if keys else [], tags, properties, delay_level) for b in bodies]
-    results = asyncio.run(_send(namesrv, group, msgs, queue, sharding_key, oneway, batch))
+    results = asyncio.run(_send(namesrv, group, msgs, queue, sharding_key, oneway, batch, tracing))
     if json_out:
         for r in results:
             emit_json(r)
@@ -92,9 +101,9 @@ def _queue(topic: str, text: str | None):
     return MessageQueue(topic, broker, int(n))
 
 
-async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch) -> list[dict]:
+async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch, tracing=None) -> list[dict]:
     from mqtool.client.producer import Producer
-    p = Producer(namesrv, group)
+    p = Producer(namesrv, group, **(tracing or {}))
     out = []
     try:
         if batch:
@@ -118,14 +127,14 @@ async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch) -> lis
         await p.close()
 
 
-async def _bench(namesrv, group, template, count, threads, json_out, batch=0, queue=None) -> None:
+async def _bench(namesrv, group, template, count, threads, json_out, batch=0, queue=None, tracing=None) -> None:
     """producer.sh-style figures: TPS, average and max RT, failures. With `batch` each send is a
     batch of that many messages (SEND_BATCH_MESSAGE), and RT is per batch."""
     import asyncio
     from dataclasses import replace
 
     from mqtool.client.producer import Producer
-    p = Producer(namesrv, group)
+    p = Producer(namesrv, group, **(tracing or {}))
     rts: list[float] = []
     sent = [0]
     failures = 0

@@ -182,7 +182,9 @@ class Admin(ClientBase):
         found = []
         capped = False
         for name in sorted(route.brokers):
-            addr = route.master(name)
+            addr = route.reader(name)          # the master, else any broker of the group (as MQAdminImpl)
+            if addr is None:
+                continue
             ext = {"topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": begin, "endTimestamp": end,
                    "_UNIQUE_KEY_QUERY": "true" if unique else "false"}
             resp = await self.invoke(addr, RemotingCommand.request(RequestCode.QUERY_MESSAGE, ext))
@@ -193,6 +195,33 @@ class Admin(ClientBase):
             capped |= len(recs) >= min(max_num, QUERY_CAP)
             found += [(name, r) for r in recs if key in r.keys or r.uniq_key == key]
         return found, capped
+
+    async def message_trace(self, msg_id: str, trace_topic: str = "RMQ_SYS_TRACE_TOPIC") -> dict:
+        """mqadmin queryMsgTraceById's look-up: the trace messages whose KEYS hold `msg_id` (a key
+        query to every broker of the trace topic, at most 64 each, any time), decoded; the records
+        of `msg_id`, each with the IP of the client that wrote it (its trace message's born host).
+        Returns {"records": [(TraceRecord, client_ip)], "messages": n, "errors": [...], "capped": bool}."""
+        import ipaddress
+        import time
+
+        from mqtool.common.tracedata import decode
+        try:
+            found, capped = await self.query_by_key(trace_topic, msg_id, QUERY_CAP, 0, int(time.time() * 1000))
+        except RemotingCommandError as exc:
+            if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                raise RemotingCommandError(exc.code, f"no broker has the trace topic {trace_topic}: nothing traced "
+                                           "there yet (or another --trace-topic)", "message trace") from None
+            raise
+        out, errors, messages = [], [], 0
+        for _broker, rec in found:
+            if rec.topic != trace_topic or msg_id not in rec.keys:
+                continue                       # an index hash collision, or the id only as a UNIQ_KEY
+            messages += 1
+            decoded = decode(rec.body.decode("utf-8", "replace"))
+            errors += [f"trace message {rec.uniq_key or rec.msg_id}: {e}" for e in decoded.errors]
+            host = str(ipaddress.ip_address(rec.born_ip))
+            out += [(r, host) for r in decoded.records if r.msg_id == msg_id]
+        return {"records": out, "messages": messages, "errors": errors, "capped": capped}
 
     async def view(self, offset_msg_id: str):
         ip, port, offset = decode_offset_msg_id(offset_msg_id)

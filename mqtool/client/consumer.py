@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from mqtool.common.sql92 import SQL92
 from mqtool.common.subscription import Subscription
+from mqtool.common.tracedata import ConsumeReturnType
 from mqtool.client.base import ClientBase, MessageQueue, check
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
@@ -62,12 +63,17 @@ def allocate_average(queues: list[MessageQueue], clients: list[str], me: str) ->
 
 
 class Consumer(ClientBase):
-    """Pull-side primitives shared by the explicit-queue and group consumers."""
+    """Pull-side primitives shared by the explicit-queue and group consumers. With `trace=True`
+    the consumer writes SubBefore and SubAfter trace records to `trace_topic` (RMQ_SYS_TRACE_TOPIC)
+    as a 4.9.8 consumer made with enableMsgTrace does: GroupConsumer.messages() around each message
+    it yields (consumed once the caller asks for the next), PushConsumer around each listener call
+    (with its outcome), and a caller of pull() through `tracer.sub_before/sub_after`."""
 
     def __init__(self, namesrv: str, group: str = "CID_MQTOOL", timeout_s: float = 3.0, instance: str | None = None,
-                 credentials=None):
+                 credentials=None, trace: bool = False, trace_topic: str | None = None):
         super().__init__(namesrv, timeout_s, instance, credentials)
         self.group = group
+        self._trace(trace, trace_topic, "CONSUME")
         self.pull_from: dict[MessageQueue, int] = {}    # pullFromWhichNodeTable: suggestWhichBrokerId
 
     async def broker_addr(self, mq: MessageQueue) -> str:
@@ -183,8 +189,9 @@ class GroupConsumer(Consumer):
 
     def __init__(self, namesrv: str, group: str, topic: str, expression: str = "*", broadcast: bool = False,
                  start: str = "last", instance: str | None = None, retry_topic: bool = True, credentials=None,
-                 sql: str | None = None):
-        super().__init__(namesrv, group, instance=instance, credentials=credentials)
+                 sql: str | None = None, trace: bool = False, trace_topic: str | None = None):
+        super().__init__(namesrv, group, instance=instance, credentials=credentials, trace=trace,
+                         trace_topic=trace_topic)
         if start not in ("first", "last"):     # CONSUME_FROM_FIRST_OFFSET / CONSUME_FROM_LAST_OFFSET
             raise ValueError(f"start must be 'first' or 'last', not {start!r} (start_at picks any other offset)")
         if sql is not None and expression != "*":
@@ -209,6 +216,7 @@ class GroupConsumer(Consumer):
         self.interrupted: set[MessageQueue] = set()
         self.missing_topics: set[str] = set()
         self._rebalance = asyncio.Event()
+        self.trace_yields = True     # trace each message messages() yields (PushConsumer traces its listener)
 
     async def on_request(self, conn, cmd):
         from mqtool.client import clientcalls
@@ -365,7 +373,13 @@ class GroupConsumer(Consumer):
                         break      # reset while this batch was on its way: it is from the old position
                     got_any = True
                     self.last_consume_ms[mq] = int(time.time() * 1000)
-                    yield mq, restore_retry_topic(rec)
+                    rec = restore_retry_topic(rec)
+                    traced = self.tracer.sub_before(self.group, [rec]) if self.tracer and self.trace_yields else None
+                    try:
+                        yield mq, rec
+                    finally:         # the caller asked for the next one, or closed us: it has this one
+                        if traced is not None:
+                            self.tracer.sub_after(traced, True)
                     if mq in self.interrupted or mq not in self.state.assigned:
                         break      # the caller holds this queue (a message to retry) or lost it
                 else:
@@ -423,9 +437,11 @@ class PushConsumer(GroupConsumer):
 
     def __init__(self, namesrv: str, group: str, topic: str, expression: str = "*", orderly: bool = False,
                  broadcast: bool = False, start: str = "first", max_reconsume_times: int = 16,
-                 instance: str | None = None, credentials=None, sql: str | None = None):
+                 instance: str | None = None, credentials=None, sql: str | None = None, trace: bool = False,
+                 trace_topic: str | None = None):
         super().__init__(namesrv, group, topic, expression, broadcast, start, instance, credentials=credentials,
-                         sql=sql)
+                         sql=sql, trace=trace, trace_topic=trace_topic)
+        self.trace_yields = False
         self.orderly = orderly
         self.max_reconsume_times = max_reconsume_times
         self.locked: set[MessageQueue] = set()
@@ -443,6 +459,24 @@ class PushConsumer(GroupConsumer):
                 for q in jsonbody.loads(resp.body).get("lockOKMQSet", []):
                     locked.add(MessageQueue(q["topic"], q["brokerName"], int(q["queueId"])))
         self.locked = locked
+
+    async def _consume_one(self, listener, rec: MessageRecord):
+        """The listener's answer for one message, traced as 4.9.8's consume hook traces it: an
+        exception is EXCEPTION, None RETURNNULL, a false answer FAILED."""
+        traced = self.tracer.sub_before(self.group, [rec]) if self.tracer is not None else None
+        try:
+            ok = listener(rec)
+            if asyncio.iscoroutine(ok):
+                ok = await ok
+        except BaseException:
+            if traced is not None:
+                self.tracer.sub_after(traced, False, ConsumeReturnType.EXCEPTION)
+            raise
+        if traced is not None:
+            code = ConsumeReturnType.SUCCESS if ok else \
+                ConsumeReturnType.RETURNNULL if ok is None else ConsumeReturnType.FAILED
+            self.tracer.sub_after(traced, bool(ok), code)
+        return ok
 
     async def run(self, listener, stop: asyncio.Event, poll_ms: int = 500) -> None:
         """listener(record) -> bool (True: consumed). Runs until `stop` is set."""
@@ -462,9 +496,7 @@ class PushConsumer(GroupConsumer):
                     if mq not in self.locked:
                         await asyncio.sleep(poll_ms / 1000)
                         continue
-                ok = listener(rec)
-                if asyncio.iscoroutine(ok):
-                    ok = await ok
+                ok = await self._consume_one(listener, rec)
                 if not ok:
                     self.failed += 1
                 if resets != self.reset_count:

@@ -45,6 +45,9 @@ class SendResult:
     broker: str
     queue_id: int
     queue_offset: int
+    broker_addr: str = ""              # where it was sent (a trace's storeHost)
+    region_id: str = "DefaultRegion"   # the answer's MSG_REGION (absent or empty: DefaultRegion)
+    trace_on: bool = True              # the answer's TRACE_ON: only `false` turns the send's trace off
 
 
 class UniqIdMaker:
@@ -64,14 +67,19 @@ class UniqIdMaker:
 
 
 class Producer(ClientBase):
+    """`trace=True` writes a Pub trace record per send that returns a result (and an EndTransaction
+    per transaction end) to `trace_topic` (RMQ_SYS_TRACE_TOPIC), as a 4.9.8 producer made with
+    enableMsgTrace does; the records leave in batches, off the send's path (mqtool/client/trace.py)."""
+
     def __init__(self, namesrv: str, group: str = "PID_MQTOOL", retries: int = 2, timeout_s: float = 3.0,
                  compress_over: int = COMPRESS_OVER, instance: str | None = None, credentials=None,
-                 vip_channel: bool = False):
+                 vip_channel: bool = False, trace: bool = False, trace_topic: str | None = None):
         super().__init__(namesrv, timeout_s, instance, credentials)
         self.group = group
         # sendMessageWithVIPChannel (Java's com.rocketmq.sendMessageWithVIPChannel, default false in 4.9.8):
         # sends go to the broker's fast port, listenPort - 2; heartbeats stay on the main port
         self.vip_channel = vip_channel
+        self._trace(trace, trace_topic, "PRODUCE")
         self.retries = retries
         self.compress_over = compress_over
         self.ids = UniqIdMaker(self.client_id.split("@")[0])
@@ -113,8 +121,19 @@ class Producer(ClientBase):
         body, sys_flag = m.body, 0
         if len(body) >= self.compress_over:
             body, sys_flag = zlib.compress(body, 5), SYSFLAG_COMPRESSED_ZLIB
-        return await self._send(m.topic, body, format_properties(props), sys_flag, m.flag, queue, sharding_key,
-                                oneway, uniq, batch=False)
+        started = int(time.time() * 1000) if self.tracer is not None else 0
+        result = await self._send(m.topic, body, format_properties(props), sys_flag, m.flag, queue, sharding_key,
+                                  oneway, uniq, batch=False)
+        if self.tracer is not None and result is not None:
+            self._trace_pub(m.topic, result, props, len(body), started)
+        return result
+
+    def _trace_pub(self, topic: str, result: SendResult, props: dict[str, str], body_length: int,
+                   started: int) -> None:
+        from mqtool.client.trace import msg_type_of
+        self.tracer.pub(self.group, topic, result.msg_id, props.get("TAGS"), props.get("KEYS"), result.broker_addr,
+                        body_length, started, msg_type_of(props), result.offset_msg_id, result.status == "SEND_OK",
+                        result.region_id, result.trace_on)
 
     async def send_batch(self, msgs: list[OutMessage], queue: MessageQueue | int | None = None) -> SendResult:
         topics = {m.topic for m in msgs}
@@ -127,8 +146,12 @@ class Producer(ClientBase):
             props = self._properties(m, uniq)
             props.pop("WAIT", None)
             entries.append((m.flag, m.body, format_properties(props)))
-        res = await self._send(msgs[0].topic, encode_batch(entries), "WAIT\x01true", 0, 0, queue, None, False,
-                               ",".join(ids), batch=True)
+        body = encode_batch(entries)
+        started = int(time.time() * 1000) if self.tracer is not None else 0
+        res = await self._send(msgs[0].topic, body, "WAIT\x01true", 0, 0, queue, None, False, ",".join(ids),
+                               batch=True)
+        if self.tracer is not None:         # as 4.9.8: one Pub, its msgId the batch's ids comma-joined
+            self._trace_pub(msgs[0].topic, res, {}, len(body), started)
         return res
 
     async def publish_route(self, topic: str, refresh: bool = False) -> TopicRoute:
@@ -175,9 +198,10 @@ class Producer(ClientBase):
                 resp = await self.remoting.invoke(to, cmd, self.timeout_s)
                 if resp.code not in SEND_OK_CODES:
                     raise RemotingCommandError(resp.code, resp.remark, f"send to {mq.broker_name}")
-                return SendResult(SEND_OK_CODES[resp.code], uniq, resp.ext_fields.get("msgId", ""), mq.broker_name,
-                                  int(resp.ext_fields.get("queueId", mq.queue_id)),
-                                  int(resp.ext_fields.get("queueOffset", -1)))
+                ext = resp.ext_fields
+                return SendResult(SEND_OK_CODES[resp.code], uniq, ext.get("msgId", ""), mq.broker_name,
+                                  int(ext.get("queueId", mq.queue_id)), int(ext.get("queueOffset", -1)), addr,
+                                  ext.get("MSG_REGION") or "DefaultRegion", ext.get("TRACE_ON") != "false")
             except RemotingCommandError as exc:
                 if exc.code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.MESSAGE_ILLEGAL, ResponseCode.NO_PERMISSION):
                     raise
@@ -252,14 +276,22 @@ class TransactionProducer(Producer):
         m = OutMessage(m.topic, m.body, m.keys, m.tags, {**m.properties, "TRAN_MSG": "true", "PGROUP": self.group},
                        0, m.flag)
         uniq = self.ids.next()
-        result = await self._send(m.topic, m.body, format_properties(self._properties(m, uniq)), 0x4, m.flag, None,
-                                  None, False, uniq, batch=False)
+        props = self._properties(m, uniq)
+        started = int(time.time() * 1000) if self.tracer is not None else 0
+        result = await self._send(m.topic, m.body, format_properties(props), 0x4, m.flag, None, None, False, uniq,
+                                  batch=False)
+        if self.tracer is not None:
+            self._trace_pub(m.topic, result, props, len(m.body), started)
         try:
             state = local_transaction(m, result)
         except Exception:  # noqa: BLE001 - a failing local transaction is an unknown outcome
             state = UNKNOWN
         route = await self.publish_route(m.topic)
-        await self._end(route.master(result.broker), result.offset_msg_id, result.queue_offset, uniq, state, False)
+        addr = route.master(result.broker)
+        await self._end(addr, result.offset_msg_id, result.queue_offset, uniq, state, False)
+        if self.tracer is not None:
+            self.tracer.end_transaction(self.group, m.topic, uniq, m.tags, props.get("KEYS"), addr, uniq, state,
+                                        False, props.get("MSG_REGION"))
         return result, state
 
     async def _end(self, addr: str, offset_msg_id: str, queue_offset: int, uniq: str, state: int,
@@ -285,4 +317,9 @@ class TransactionProducer(Producer):
             "producerGroup": self.group, "tranStateTableOffset": ext.get("tranStateTableOffset"),
             "commitLogOffset": ext.get("commitLogOffset"), "commitOrRollback": state, "fromTransactionCheck": True,
             "msgId": ext.get("msgId", ""), "transactionId": ext.get("transactionId", "")}, oneway=True))
+        if self.tracer is not None:
+            p = rec.properties
+            self.tracer.end_transaction(self.group, p.get("REAL_TOPIC") or rec.topic, rec.uniq_key or rec.msg_id,
+                                        rec.tags, p.get("KEYS"), conn.peer,
+                                        ext.get("transactionId"), state, True, p.get("MSG_REGION"))
         return None

@@ -77,7 +77,7 @@ NOT_IMPLEMENTED = [
         maxTransferBytesOnMessageInDisk maxTransferCountOnMessageInDisk
         disableConsumeIfConsumerReadSlowly consumerFallbehindThreshold diskFallRecorded""",
      "not implemented"),
-    ("""flushConsumerOffsetHistoryInterval startAcceptSendRequestTimeStamp highSpeedMode regionId traceOn
+    ("""flushConsumerOffsetHistoryInterval startAcceptSendRequestTimeStamp highSpeedMode
         compressedRegister forceRegister fetchNamesrvAddrByAddressServer storeReplyMessageEnable enableDetailStat
         autoDeleteUnusedStats isolateLogEnable configBlackList useTLS""",
      "not implemented"),

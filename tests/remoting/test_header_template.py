@@ -115,10 +115,17 @@ def test_a_header_template_filled_is_the_header_encode_writes(ext, data):
 def test_the_send_answer_is_the_header_encode_writes():
     import dataclasses
 
+    import types
+
+    from mqtool.broker.config import BrokerConfig
     from mqtool.broker.send import _put_response
     from mqtool_store.messagestore import PutResult, PutStatus
-    for queue_id, offset, ids in ((0, 0, ["7F00000100002A9F0000000000000000"]), (3, 1 << 40, ["A", "B\"", "ü"])):
-        resp = _put_response(RemotingCommand(310, 99, 0, None, {}), None,
+    default, traced_off = BrokerConfig(), BrokerConfig(regionId="eu-\"1\"", traceOn=False)
+    for queue_id, offset, ids, cfg in ((0, 0, ["7F00000100002A9F0000000000000000"], default),
+                                       (3, 1 << 40, ["A", "B\"", "ü"], default), (1, 5, ["C"], traced_off)):
+        resp = _put_response(RemotingCommand(310, 99, 0, None, {}), types.SimpleNamespace(config=cfg),
                              PutResult(PutStatus.PUT_OK, 0, 1, offset, ids, 1), queue_id)
         assert resp.header_json is not None
+        assert (resp.ext_fields["MSG_REGION"], resp.ext_fields["TRACE_ON"]) == \
+            (cfg.regionId, "true" if cfg.traceOn else "false")
         assert resp.encode() == dataclasses.replace(resp, header_json=None).encode()
