@@ -10,7 +10,7 @@ from mqtool.client.base import MessageQueue
 from mqtool.client.consumer import Consumer
 from mqtool.spark.liveoptions import LiveOptions, Offsets, Queue
 from mqtool_remoting import jsonbody
-from mqtool_remoting.codes import RequestCode, ResponseCode, code_name
+from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingCommandError, RemotingError
 
@@ -37,14 +37,9 @@ def run(coro_fn, opts: LiveOptions, *args):
     try:
         return asyncio.run(main())
     except RemotingCommandError as exc:
-        raise ClusterError(_command_error(exc)) from None
+        raise ClusterError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     except RemotingError as exc:
         raise ClusterError(f"{exc} (name server {opts.namesrv})") from None
-
-
-def _command_error(exc: RemotingCommandError) -> str:
-    name = code_name(ResponseCode, exc.code)
-    return f"{exc.what}: {name}{': ' + exc.remark if exc.remark else ''}"
 
 
 async def topics(client: Consumer, opts: LiveOptions) -> list[str]:

@@ -330,3 +330,45 @@ def test_reads_from_the_slave_when_the_master_is_gone(live, spark):
     after = sorted((r.broker_name, r.queue_id, r.queue_offset, r.body)
                    for r in _read(spark, live.ns, topics="Orders").collect())
     assert after == before
+
+
+ACL = """\
+globalWhiteRemoteAddresses: []
+accounts:
+  - {accessKey: sparkadmin, secretKey: "12345678", admin: true}
+  - accessKey: sparkreader
+    secretKey: "12345678"
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms: [AclLive=PUB|SUB]
+"""
+
+
+def test_acl_keys_sign_the_reads_and_a_refusal_is_one_line(spark, tmp_path, monkeypatch):
+    from tests.servers import start_broker
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(ACL)
+    monkeypatch.setenv("ROCKETMQ_HOME", str(home))
+    port = free_port()
+    ns_proc = Process(["namesrv", "start", "--listen", f"127.0.0.1:{port}", "--kv-config", str(tmp_path / "kv.json")],
+                      "boot success")
+    ns = f"127.0.0.1:{port}"
+    broker, _ = start_broker(tmp_path, ns, "broker-acl", "aclEnable=true\n")
+    try:
+        admin = ("--access-key", "sparkadmin", "--secret-key", "12345678")
+        run_cli("topic", "create", "-n", ns, "-t", "AclLive", "-r", "2", "-w", "2", *admin, check=True)
+        run_cli("send", "-n", ns, "-t", "AclLive", "--access-key", "sparkreader", "--secret-key", "12345678",
+                input="".join(f"a{i}\n" for i in range(10)), check=True)
+        register(spark)
+        rows = (spark.read.format("rocketmq").option("namesrv", ns).option("topics", "AclLive")
+                .option("accessKey", "sparkreader").option("secretKey", "12345678").load().collect())
+        assert sorted(r.body for r in rows) == sorted(f"a{i}".encode() for i in range(10))
+        bad = run_cli("spark", "export", "-n", ns, "-t", "AclLive", "-o", tmp_path / "out", "--checkpoint",
+                      tmp_path / "ck", "--access-key", "sparkreader", "--secret-key", "wrong")
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1 and "signature" in bad.stderr.lower(), bad.stderr
+    finally:
+        broker.stop()
+        ns_proc.stop()
