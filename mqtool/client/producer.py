@@ -146,12 +146,17 @@ class Producer(ClientBase):
             props = self._properties(m, uniq)
             props.pop("WAIT", None)
             entries.append((m.flag, m.body, format_properties(props)))
+        return await self.send_entries(msgs[0].topic, entries, ids, queue)
+
+    async def send_entries(self, topic: str, entries: list[tuple[int, bytes, str]], ids: list[str],
+                           queue: MessageQueue | int | None = None) -> SendResult:
+        """One SEND_BATCH_MESSAGE of (flag, body, properties text) entries whose properties already
+        hold their UNIQ_KEY (`ids`, from `self.ids`): for callers that build many messages at once."""
         body = encode_batch(entries)
         started = int(time.time() * 1000) if self.tracer is not None else 0
-        res = await self._send(msgs[0].topic, body, "WAIT\x01true", 0, 0, queue, None, False, ",".join(ids),
-                               batch=True)
+        res = await self._send(topic, body, "WAIT\x01true", 0, 0, queue, None, False, ",".join(ids), batch=True)
         if self.tracer is not None:         # as 4.9.8: one Pub, its msgId the batch's ids comma-joined
-            self._trace_pub(msgs[0].topic, res, {}, len(body), started)
+            self._trace_pub(topic, res, {}, len(body), started)
         return res
 
     async def publish_route(self, topic: str, refresh: bool = False) -> TopicRoute:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 
-from mqtool.client.producer import OutMessage, Producer
+from mqtool.client.producer import Producer
 from mqtool.spark.liveoptions import LiveOptions, OptionError
-from mqtool_store.codes import Prop
+from mqtool_store.codes import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Prop
 
 IN_FLIGHT = 8
 BATCH_BYTES = 1 << 20
@@ -41,8 +41,8 @@ def check_columns(fields: dict[str, str], opts: LiveOptions) -> None:
             raise OptionError(f"column {name} is {fields[name]}; the rocketmq sink takes {' or '.join(allowed)}")
 
 
-def messages(batch, default_topic: str | None):
-    """OutMessages of one Arrow record batch, in row order."""
+def rows(batch, default_topic: str | None):
+    """(topic, body, properties text without UNIQ_KEY) of each row of one Arrow record batch."""
     cols = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)
             if name in ("topic", "body", "tags", "keys", "properties")}
     n = batch.num_rows
@@ -51,6 +51,7 @@ def messages(batch, default_topic: str | None):
     tags = cols.get("tags") or [None] * n
     keys = cols.get("keys") or [None] * n
     props = cols.get("properties") or [None] * n
+    kv, sep = NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
     for i in range(n):
         topic = topics[i] or default_topic
         if not topic:
@@ -60,26 +61,44 @@ def messages(batch, default_topic: str | None):
             raise OptionError(f"row {i} of a batch has a null body")
         if isinstance(body, str):
             body = body.encode("utf-8")
-        k = keys[i]
-        klist = [w for w in k.split(" ") if w] if isinstance(k, str) else [w for w in (k or []) if w]
+        parts = []
         p = props[i]
-        pd = {a: b for a, b in (p.items() if isinstance(p, dict) else p or []) if a not in RESERVED and b is not None}
-        yield OutMessage(topic, body, keys=klist, tags=tags[i] or None, properties=pd)
+        if p:
+            parts = [f"{a}{kv}{b}" for a, b in (p.items() if isinstance(p, dict) else p)
+                     if a not in RESERVED and b is not None]
+        k = keys[i]
+        if k:
+            words = [w for w in k.split(" ") if w] if isinstance(k, str) else [w for w in k if w]
+            if words:
+                parts.append(f"KEYS{kv}{' '.join(words)}")
+        if tags[i]:
+            parts.append(f"TAGS{kv}{tags[i]}")
+        yield topic, body, sep.join(parts)
 
 
-def _batches(msgs, size: int):
-    """Lists of up to `size` messages of one topic and about BATCH_BYTES of bodies."""
-    per_topic: dict[str, tuple[list, list]] = {}
-    for m in msgs:
-        cur = per_topic.setdefault(m.topic, ([], [0]))
-        cur[0].append(m)
-        cur[1][0] += len(m.body)
-        if len(cur[0]) >= size or cur[1][0] >= BATCH_BYTES:
-            yield cur[0]
-            per_topic[m.topic] = ([], [0])
-    for lst, _ in per_topic.values():
+def _batches(items, size: int):
+    """Lists of up to `size` rows of one topic and about BATCH_BYTES of bodies."""
+    per_topic: dict[str, list] = {}
+    sizes: dict[str, int] = {}
+    for item in items:
+        topic = item[0]
+        cur = per_topic.setdefault(topic, [])
+        cur.append(item)
+        sizes[topic] = sizes.get(topic, 0) + len(item[1])
+        if len(cur) >= size or sizes[topic] >= BATCH_BYTES:
+            yield cur
+            per_topic[topic], sizes[topic] = [], 0
+    for lst in per_topic.values():
         if lst:
             yield lst
+
+
+def _entries(producer: Producer, lst) -> tuple[list, list]:
+    kv, sep = NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+    ids = [producer.ids.next() for _ in lst]
+    entries = [(0, body, f"{text}{sep}UNIQ_KEY{kv}{uniq}" if text else f"UNIQ_KEY{kv}{uniq}")
+               for (_, body, text), uniq in zip(lst, ids)]
+    return entries, ids
 
 
 async def _send_all(opts: LiveOptions, record_batches) -> int:
@@ -93,10 +112,8 @@ async def _send_all(opts: LiveOptions, record_batches) -> int:
     async def one(lst):
         nonlocal sent
         try:
-            if len(lst) == 1:
-                await producer.send(lst[0])
-            else:
-                await producer.send_batch(lst)
+            entries, ids = _entries(producer, lst)
+            await producer.send_entries(lst[0][0], entries, ids)
             sent += len(lst)
         except BaseException as exc:  # noqa: BLE001 - the first failure fails the task
             failures.append(exc)
@@ -104,7 +121,7 @@ async def _send_all(opts: LiveOptions, record_batches) -> int:
             window.release()
     try:
         for rb in record_batches:
-            for lst in _batches(messages(rb, opts.send_topic), opts.send_batch):
+            for lst in _batches(rows(rb, opts.send_topic), opts.send_batch):
                 await window.acquire()
                 if failures:
                     raise failures[0]

@@ -139,3 +139,31 @@ def test_pull_answers_decode_to_the_exports_rows(basic_store):
     want = want.filter(pa.compute.is_in(want.column("commitlog_offset"), value_set=pa.array([k for k, _ in kept])))
     got = got.drop_columns(["broker_name"]).sort_by("commitlog_offset")
     assert got.to_pylist() == want.sort_by("commitlog_offset").to_pylist()
+
+
+def test_sink_rows_take_columns_and_leave_out_what_the_producer_and_broker_own():
+    pa = pytest.importorskip("pyarrow")
+    from mqtool.spark.liveoptions import OptionError
+    from mqtool.spark.livesink import _batches, check_columns, rows
+    batch = pa.RecordBatch.from_pydict({
+        "topic": ["A", None, "B"], "body": ["text", "x", "é"], "tags": ["T", None, ""],
+        "keys": ["k1  k2", None, ""],
+        "properties": [[("UNIQ_KEY", "old"), ("KEYS", "stale"), ("user", "1"), ("DELAY", "3")], None, [("n", "2")]]},
+        schema=pa.schema([("topic", pa.string()), ("body", pa.string()), ("tags", pa.string()), ("keys", pa.string()),
+                          ("properties", pa.map_(pa.string(), pa.string()))]))
+    got = list(rows(batch, "Default"))
+    assert got == [("A", b"text", "user\x011\x02KEYS\x01k1 k2\x02TAGS\x01T"), ("Default", b"x", ""),
+                   ("B", "é".encode(), "n\x012")]
+    # Per topic, `size` rows a batch; what is left over goes at the end.
+    assert [[r[0] for r in b] for b in _batches(got * 3, 2)] == [
+        ["A", "A"], ["Default", "Default"], ["B", "B"], ["A"], ["Default"], ["B"]]
+    arrays = pa.RecordBatch.from_pydict({"body": [b"x"], "keys": [["a", "", "b"]]})
+    assert list(rows(arrays, "T")) == [("T", b"x", "KEYS\x01a b")]
+    with pytest.raises(OptionError, match="null body"):
+        list(rows(pa.RecordBatch.from_pydict({"body": pa.array([None], pa.binary())}), "T"))
+    with pytest.raises(OptionError, match="needs a body column"):
+        check_columns({"payload": "binary"}, parse_options({"namesrv": "x", "topic": "T"}, writing=True))
+    with pytest.raises(OptionError, match="column keys is int"):
+        check_columns({"body": "binary", "keys": "int"}, parse_options({"namesrv": "x", "topic": "T"}, writing=True))
+    with pytest.raises(OptionError, match="topic column or the topic option"):
+        check_columns({"body": "binary"}, parse_options({"namesrv": "x"}, writing=True))
