@@ -142,6 +142,13 @@ def test_offsets_json_tags_globs_and_min_partitions(live, spark):
               endingOffsets='{"PayIn": {"broker-a:0": 5}}')
     got = [(r.broker_name, r.queue_id, r.queue_offset) for r in q.collect() if (r.broker_name, r.queue_id) == ("broker-a", 0)]
     assert sorted(got) == [("broker-a", 0, 2), ("broker-a", 0, 3), ("broker-a", 0, 4)]
+    # startingTimestamp: per queue from the offset SEARCH_OFFSET_BY_TIMESTAMP names for it.
+    pay_in = _read(spark, live.ns, topics="PayIn").collect()
+    ts = sorted(r.store_timestamp for r in pay_in)[len(pay_in) // 2]
+    starts = _run(_offsets_by_time(live.ns, "PayIn", {(r.broker_name, r.queue_id) for r in pay_in}, ts))
+    since = _read(spark, live.ns, topics="PayIn", startingTimestamp=str(ts)).collect()
+    want = sorted(r.queue_offset for r in pay_in if r.queue_offset >= starts[(r.broker_name, r.queue_id)])
+    assert sorted(r.queue_offset for r in since) == want and 0 < len(since) < len(pay_in)
     split = _read(spark, live.ns, topics="PayIn", minPartitions="24")
     assert split.rdd.getNumPartitions() >= 24
     assert sorted(int(r.properties["seq"]) for r in split.collect()) == list(range(100))
@@ -163,6 +170,16 @@ def test_stream_picks_up_new_topics_of_a_glob_with_once_and_available_now(live, 
     _run(_send(live.ns, "NewA", 5, start=30))
     # Once more with the same checkpoint: what is new since, the new topic's messages too, each once.
     assert run(once=True) == sorted([("NewA", i) for i in range(35)] + [("NewB", i) for i in range(20)])
+
+
+async def _offsets_by_time(ns: str, topic: str, queues, ts: int) -> dict:
+    from mqtool.client.base import MessageQueue
+    from mqtool.client.consumer import Consumer
+    c = Consumer(ns)
+    try:
+        return {q: await c.offset_by_time(MessageQueue(topic, *q), ts) for q in queues}
+    finally:
+        await c.close()
 
 
 def test_sink_sends_rows_and_they_read_back(live, spark):
