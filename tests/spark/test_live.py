@@ -333,20 +333,40 @@ def test_streaming_export_on_a_standalone_spark_cluster(live, spark, tmp_path):
     assert key(df) == key(_read(spark, live.ns, topics="Pay*"))
 
 
-def test_reads_from_the_slave_when_the_master_is_gone(live, spark):
+async def _gets(addr: str, ns: str) -> int:
+    """Messages a broker has handed to pullers so far (its runtime info's msgGetTotalTodayNow)."""
+    admin = Admin(ns)
+    try:
+        return int((await admin.broker_runtime(addr)).get("msgGetTotalTodayNow", 0))
+    finally:
+        await admin.close()
+
+
+def test_a_master_killed_while_tasks_read_is_read_from_its_slave(live, spark):
+    """broker-a's master dies while the read is under way (pulls of one message each, so the read
+    takes thousands of round trips): the tasks go on against the slave; every row exactly once."""
+    import threading
+    _run(_send(live.ns, "Orders", 3000, start=600, tags=("C",)))
     before = sorted((r.broker_name, r.queue_id, r.queue_offset, r.body)
                     for r in _read(spark, live.ns, topics="Orders").collect())
-    a = [b for b in before if b[0] == "broker-a"]
-    assert a
-    held = {(q, o) for _, q, o, _ in a}
+    held = {(q, o) for b, q, o, _ in before if b == "broker-a"}
     wait_until("the slave to hold every message of broker-a", lambda: _run(_slave_max(live, "Orders")) == {
         q: max(o for qq, o in held if qq == q) + 1 for q, _ in held}, timeout=30)
-    live.kill("a-master")           # the name server drops it when its connection closes
-    wait_until("broker-a's route to name only its slave", lambda: live.addrs["a-master"] not in run_cli(
-        "topic", "route", "-n", live.ns, "-t", "Orders", "--json").stdout, timeout=30)
-    after = sorted((r.broker_name, r.queue_id, r.queue_offset, r.body)
-                   for r in _read(spark, live.ns, topics="Orders").collect())
-    assert after == before
+    master_gets = _run(_gets(live.addrs["a-master"], live.ns))
+    slave_gets = _run(_gets(live.addrs["a-slave"], live.ns))
+    got: list = []
+    reader = threading.Thread(target=lambda: got.extend(
+        _read(spark, live.ns, topics="Orders", pullBatchSize="1").collect()))
+    reader.start()
+    # Kill it once it has served part of this read, not all of it.
+    wait_until("the read to be under way on broker-a's master", lambda: _run(
+        _gets(live.addrs["a-master"], live.ns)) - master_gets >= 200, timeout=120, every=0.02)
+    live.kill("a-master")
+    reader.join(240)
+    assert not reader.is_alive()
+    after = sorted((r.broker_name, r.queue_id, r.queue_offset, r.body) for r in got)
+    assert after == before                                  # nothing lost, nothing twice
+    assert _run(_gets(live.addrs["a-slave"], live.ns)) > slave_gets        # the slave served the rest
 
 
 ACL = """\
