@@ -69,7 +69,8 @@ def export(
         help="Store root (storePathRootDir): a path or a URI. Leave out with -n to export a live cluster.")] = None,
     out: Annotated[str, typer.Option("--out", "-o", help="Parquet output directory (a path or a URI).")] = "",
     topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", help="Topic or glob (repeatable).")] = None,
-    since: Annotated[Optional[str], typer.Option("--since", help="Store time from (epoch ms or ISO).")] = None,
+    since: Annotated[Optional[str], typer.Option(
+        "--since", help="Store time from (epoch ms or ISO; live: where each queue's first run starts).")] = None,
     until: Annotated[Optional[str], typer.Option("--until", help="Store time until (epoch ms or ISO).")] = None,
     queue_offsets: Annotated[Optional[str], typer.Option(
         "--queue-offsets", help='JSON (or @file): {"TOPIC": {"QUEUE_ID" or "*": [FROM, TO]}}, TO exclusive.')] = None,
@@ -80,7 +81,7 @@ def export(
     mode: Annotated[Optional[str], typer.Option(
         "--mode", help="overwrite, append or error (the default; fails when OUT exists).")] = None,
     namesrv: Annotated[Optional[str], typer.Option(
-        "-n", "--namesrv-addr", help="Live export: name servers, ';'-separated (NAMESRV_ADDR when -n is bare).",
+        "-n", "--namesrv-addr", help="Live export: name servers, ';'-separated (NAMESRV_ADDR if no STORE_ROOT is given).",
         rich_help_panel="Live cluster")] = None,
     checkpoint: Annotated[Optional[str], typer.Option(
         "--checkpoint", help="Live export: Spark's checkpoint directory (what was exported so far).",

@@ -118,8 +118,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.opts.max_per_trigger) if self.opts.max_per_trigger else ReadAllAvailable()
 
     def reportLatestOffset(self):
-        latest, _ = cluster.run(_latest, self.opts)
-        return offsets_to_json(latest)
+        """What the last latestOffset saw (for the query's progress; no extra round trips)."""
+        if self.states is None:
+            return None
+        return offsets_to_json({q: hi for q, (_lo, hi) in self.states.items()})
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target, _ = cluster.run(_latest, self.opts)
