@@ -14,9 +14,11 @@ def test_plan_then_apply_on_crashed_store(crashed_store, store_copy):
     assert plan["abnormal"] and not plan["applied"] and plan["valid_end"] == 2486170
     assert {p: p.read_bytes() for p in s.rglob("*") if p.is_file()} == before   # a plan changes nothing
     human = run_cli("store", "recover", s, check=True).stdout
-    assert "would rebuild index file" in human and "--apply" in human
+    assert "would keep index file" in human and "--apply" in human     # Java would drop it and lose its entries
+    assert plan["redispatch_from"] == plan["vouched_until"] > 2097152    # the unvouched tail, not the whole file
     done = run_cli("store", "recover", s, "--apply", check=True).stdout
-    assert "saved under" in done
+    assert "re-dispatched from commitlog offset" in done
+    assert not list(s.glob("recovery-backup-*"))           # nothing cut from the commit log: nothing to keep
     assert not (s / "abort").exists()
     verify = run_cli("store", "verify", s)
     assert verify.returncode == 0, verify.stdout
