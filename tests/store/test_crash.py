@@ -237,3 +237,22 @@ def test_backups_keep_only_commit_log_bytes_and_at_most_recovery_backup_keep(tmp
     with MessageStore(c) as s:
         assert len(s.recovery_report.backups_removed) == 2
     assert not list(root.glob("recovery-backup-*"))
+
+
+def test_recovery_says_in_the_log_what_it_did(tmp_path, caplog):
+    import logging
+    root = tmp_path / "store"
+    _fill(root, 60)
+    with caplog.at_level(logging.INFO, logger="mqtool.store.recovery"):
+        with MessageStore(cfg(root)):
+            pass
+        assert "normal mode (clean shutdown)" in caplog.text and "recoveryBackupKeep" in caplog.text
+        caplog.clear()
+        _tear_tail(root)
+        with MessageStore(cfg(root)) as s:
+            plan = s.recovery_report
+    text = caplog.text
+    assert "abnormal mode (abort file present" in text
+    assert f"checked {plan.records_scanned} records from commit log file {plan.start_file}" in text
+    assert f"cut 100 bytes of {plan.commitlog_cuts[0].path}" in text and f"saved under {plan.backup_dir}" in text
+    assert f"re-dispatched {plan.records_redispatched} records" in text and "done in" in text
