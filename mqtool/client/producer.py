@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from mqtool_remoting.batch import encode_batch
 from mqtool.client.base import ROUTE_TTL_S, ClientBase, MessageQueue, TopicRoute
 from mqtool_remoting import jsonbody
-from mqtool_remoting.codes import RPC_ONEWAY, RequestCode, ResponseCode
+from mqtool_remoting.codes import RPC_ONEWAY, RequestCode, ResponseCode, code_name
 from mqtool_remoting.command import HeaderTemplate, RemotingCommand, next_opaque
-from mqtool_remoting.errors import RemotingCommandError, RemotingError
+from mqtool_remoting.errors import BrokerUnreachable, RemotingCommandError, RemotingError
 from mqtool_store.properties import format_properties
 
 COMPRESS_OVER = 4096
@@ -69,6 +69,7 @@ class Producer(ClientBase):
         self.group = group
         self.retries = retries
         self.compress_over = compress_over
+        self.acked = 0           # messages brokers acknowledged (an error names how many came before it)
         self.ids = UniqIdMaker(self.client_id.split("@")[0])
         self._rr = itertools.count()
         self._heartbeat_sent: set[str] = set()
@@ -108,8 +109,10 @@ class Producer(ClientBase):
         body, sys_flag = m.body, 0
         if len(body) >= self.compress_over:
             body, sys_flag = zlib.compress(body, 5), SYSFLAG_COMPRESSED_ZLIB
-        return await self._send(m.topic, body, format_properties(props), sys_flag, m.flag, queue, sharding_key,
-                                oneway, uniq, batch=False)
+        res = await self._send(m.topic, body, format_properties(props), sys_flag, m.flag, queue, sharding_key,
+                               oneway, uniq, batch=False)
+        self.acked += res is not None
+        return res
 
     async def send_batch(self, msgs: list[OutMessage], queue: MessageQueue | int | None = None) -> SendResult:
         topics = {m.topic for m in msgs}
@@ -124,6 +127,7 @@ class Producer(ClientBase):
             entries.append((m.flag, m.body, format_properties(props)))
         res = await self._send(msgs[0].topic, encode_batch(entries), "WAIT\x01true", 0, 0, queue, None, False,
                                ",".join(ids), batch=True)
+        self.acked += len(msgs)
         return res
 
     async def publish_route(self, topic: str, refresh: bool = False) -> TopicRoute:
@@ -134,7 +138,14 @@ class Producer(ClientBase):
         except RemotingCommandError as exc:
             if exc.code != ResponseCode.TOPIC_NOT_EXIST:
                 raise
-        default = await self.route(DEFAULT_TOPIC, refresh=True)
+        try:
+            default = await self.route(DEFAULT_TOPIC, refresh=True)
+        except RemotingCommandError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            raise RemotingCommandError(exc.code, f"no broker serves topic {topic}, and none takes new topics "
+                                       f"(no route for {DEFAULT_TOPIC}): is a broker registered with the name "
+                                       "server?", f"route of topic {topic}") from None
         queues = [dict(q, readQueueNums=min(4, q["readQueueNums"]), writeQueueNums=min(4, q["writeQueueNums"]))
                   for q in default.queues]
         return TopicRoute(topic, default.brokers, queues, default.fetched)
@@ -177,8 +188,13 @@ class Producer(ClientBase):
                     raise
                 last_exc, avoid = exc, mq.broker_name
             except RemotingError as exc:
-                last_exc, avoid = exc, mq.broker_name
-                route = await self.publish_route(topic, refresh=True)
+                last_exc, avoid = BrokerUnreachable(mq.broker_name, addr, exc, self.acked), mq.broker_name
+                try:
+                    route = await self.publish_route(topic, refresh=True)
+                except RemotingCommandError as route_exc:     # the name server dropped the dead broker
+                    raise BrokerUnreachable(mq.broker_name, addr, exc, self.acked,
+                                            f"; the name server no longer routes topic {topic} "
+                                            f"({code_name(ResponseCode, route_exc.code)})") from None
                 queues = route.write_queues() or queues
         raise last_exc
 
