@@ -108,12 +108,13 @@ def _first_store_ts(buf) -> int:
     return int.from_bytes(buf[at:at + 8], "big", signed=True)
 
 
-def _check_file(buf, check_crc: bool, threshold: int | None) -> tuple[FileEnd, int, int | None]:
+def _check_file(buf, check_crc: bool, threshold: int | None, end: int | None = None) -> tuple[FileEnd, int, int | None]:
     """checkMessageAndReturnSize over a file, 64k records a table: (where valid records end,
-    how many, position of the first stored after `threshold` or None)."""
+    how many, position of the first stored after `threshold` or None). Records lie below `end`
+    (where the file's written part ends): the scan goes no further."""
     count = 0
     first_new = None
-    scan = HeaderScan(buf)
+    scan = HeaderScan(buf, end)
     tables = iter(scan)
     with memoryview(buf) as mv:
         for t in tables:
@@ -133,7 +134,7 @@ def _check_file(buf, check_crc: bool, threshold: int | None) -> tuple[FileEnd, i
                 pos, crc = int(t["position"][stop]), int(t["body_crc"][stop])
                 del t
                 tables.close()
-                tail = max(1, last_nonzero(buf, pos, len(buf)) - pos + 1)
+                tail = max(1, last_nonzero(buf, pos, scan.limit) - pos + 1)
                 return FileEnd(pos, "corrupt", f"body CRC mismatch (stored {crc})", tail), count, first_new
             del t
     return scan.end, count, first_new
@@ -183,7 +184,7 @@ def compute_plan(root, commitlog_dir=None, file_size: int | None = None, abnorma
         f = files[i]
         if stopped:
             with ReadOnlyMap(f.path) as m:
-                if last_nonzero(m.buf, 0, len(m.buf)) >= 0:
+                if last_nonzero(m.buf, 0, m.written_end()) >= 0:
                     plan.commitlog_files_removed.append(str(f.path))
             continue
         if f.start != end and i != start_index:
@@ -192,7 +193,9 @@ def compute_plan(root, commitlog_dir=None, file_size: int | None = None, abnorma
             plan.commitlog_files_removed.append(str(f.path))
             continue
         with ReadOnlyMap(f.path) as m:
-            fe, n, first_new = _check_file(m.buf, check_crc, threshold if vouched is None else None)
+            fe, n, first_new = _check_file(m.buf, check_crc, threshold if vouched is None else None, m.written_end())
+        if fe.reason == "full" and fe.position < f.size:      # records up to the written end: zeros after it
+            fe = FileEnd(fe.position, "unwritten")
         plan.records_scanned += n
         if vouched is None and first_new is not None:
             vouched = f.start + first_new

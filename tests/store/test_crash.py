@@ -256,3 +256,15 @@ def test_recovery_says_in_the_log_what_it_did(tmp_path, caplog):
     assert f"checked {plan.records_scanned} records from commit log file {plan.start_file}" in text
     assert f"cut 100 bytes of {plan.commitlog_cuts[0].path}" in text and f"saved under {plan.backup_dir}" in text
     assert f"re-dispatched {plan.records_redispatched} records" in text and "done in" in text
+
+
+def test_written_end_bounds_a_scan_to_the_written_part_of_a_sparse_file(tmp_path):
+    from mqtool_store.mappedfiles import ReadOnlyMap
+    p = tmp_path / "f"
+    with open(p, "wb") as f:
+        f.truncate(64 << 20)
+        f.write(b"\x01" * 10_000)
+    with ReadOnlyMap(p) as m:
+        end = m.written_end()
+        assert 10_000 <= end <= 64 << 20
+        assert m.written_end(end) == end and not bytes(m.buf[end:end + 4096]).strip(b"\0")
