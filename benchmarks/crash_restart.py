@@ -191,9 +191,9 @@ def timed_restart(broker: Broker, last: tuple[int, int]) -> dict:
     broker.wait_booted()
     log = "".join(broker.lines)
     out = {"port_s": round(t_port, 2), "read_last_s": round(t_read, 2)}
-    m = re.search(r"checked (\d+) records from commit log file (\S+)", log)
+    m = re.search(r"checked (\d+) records from commit log file (\S+) in ([\d.]+) s", log)
     if m:
-        out.update(records_checked=int(m.group(1)), start_file=m.group(2).rstrip(";"))
+        out.update(records_checked=int(m.group(1)), start_file=m.group(2), check_s=float(m.group(3)))
     m = re.search(r"re-dispatched (\d+) records \((\d+) bytes\).*?done in ([\d.]+) s", log)
     if m:
         out.update(redispatched=int(m.group(1)), redispatched_bytes=int(m.group(2)), recovery_s=float(m.group(3)))
@@ -258,7 +258,7 @@ def main() -> int:
         if not args.json:
             c, k = r["crash"], r["clean"]
             print(f"{gb:g} GB ({r['acked_messages']} msgs acked, {r['send_mb_s']} MB/s): crash restart port "
-                  f"{c['port_s']} s, last message read {c['read_last_s']} s (re-dispatched {c.get('redispatched')} "
+                  f"{c['port_s']} s, last message read {c['read_last_s']} s (checked {c.get('records_checked')} records in {c.get('check_s')} s, re-dispatched {c.get('redispatched')} "
                   f"records, recovery {c.get('recovery_s')} s); clean restart port {k['port_s']} s, read "
                   f"{k['read_last_s']} s; ratio {r['ratio_port']}x / {r['ratio_read']}x", flush=True)
     result = {"machine": f"{platform.machine()} {os.cpu_count()} cpus {platform.python_version()}",

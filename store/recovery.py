@@ -335,8 +335,8 @@ def recover_store(store, abnormal: bool) -> RecoveryPlan:
                         cfg.messageIndexEnable and cfg.messageIndexSafe, cfg.recoveryBackupKeep,
                         cfg.fileReservedTime,
                         progress=lambda name, n: log.info("store recovery: checking %s, %d records so far", name, n))
-    log.info("store recovery: checked %d records from commit log file %s; valid data ends at offset %d%s",
-             plan.records_scanned, plan.start_file or "-", plan.valid_end,
+    log.info("store recovery: checked %d records from commit log file %s in %.2f s; valid data ends at offset %d%s",
+             plan.records_scanned, plan.start_file or "-", time.monotonic() - began, plan.valid_end,
              f" ({plan.stop_reason})" if plan.stop_reason else "")
     # Load everything first: a file the store cannot open must fail before anything changes.
     store.commitlog.load()

@@ -15,6 +15,7 @@ import numpy as np
 
 from .codes import TRANSACTION_TYPE_MASK, TransactionType
 from .logscan import header_table, walk_array
+from .kernel import kernel
 from .properties import parse_properties
 
 PREPARED = int(TransactionType.TRANSACTION_PREPARED_TYPE)
@@ -67,27 +68,26 @@ def _pending(buf, file_start: int, t: dict, n: int, cq_from: int, topics: dict, 
     time, transaction type) of a header table's first n records. A record below cq_from is for the
     index alone: it goes as a prepared transaction (indexed, kept out of its consume queue)."""
     batch = []
-    mv = memoryview(buf)
-    try:
-        tx = (np.asarray(t["sys_flag"][:n]) & TRANSACTION_TYPE_MASK).tolist()
-        phys = (t["position"][:n] + file_start).tolist()
-        cols = zip(t["topic_pos"][:n].tolist(), t["topic_len"][:n].tolist(), t["props_pos"][:n].tolist(),
-                   t["props_len"][:n].tolist(), t["queue_id"][:n].tolist(), t["total_size"][:n].tolist(),
-                   t["queue_offset"][:n].tolist(), t["store_timestamp"][:n].tolist(), phys, tx)
-        for tp, tl, pp, pl, qid, size, qoff, ts, p, kind in cols:
-            raw = bytes(mv[tp:tp + tl])
-            topic = topics.get(raw)
-            if topic is None:
-                topic = topics[raw] = raw.decode("utf-8", "replace")
-            if p < cq_from:
-                if kind == ROLLBACK:
-                    continue
-                kind = PREPARED
-                out.index_only += 1
-            else:
-                out.records += 1
-            props = parse_properties(bytes(mv[pp:pp + pl]).decode("utf-8", "replace"))
-            batch.append((topic, qid, props, p, size, qoff, ts, kind))
-    finally:
-        mv.release()
+    index_only = 0
+    append = batch.append
+    parse = kernel.parse_properties if kernel is not None else parse_properties
+    tx = (np.asarray(t["sys_flag"][:n]) & TRANSACTION_TYPE_MASK).tolist()
+    phys = (t["position"][:n] + file_start).tolist()
+    cols = zip(t["topic_pos"][:n].tolist(), t["topic_len"][:n].tolist(), t["props_pos"][:n].tolist(),
+               t["props_len"][:n].tolist(), t["queue_id"][:n].tolist(), t["total_size"][:n].tolist(),
+               t["queue_offset"][:n].tolist(), t["store_timestamp"][:n].tolist(), phys, tx)
+    for tp, tl, pp, pl, qid, size, qoff, ts, p, kind in cols:
+        raw = buf[tp:tp + tl]
+        topic = topics.get(raw)
+        if topic is None:
+            topic = topics[raw] = raw.decode("utf-8", "replace")
+        if p < cq_from:
+            if kind == ROLLBACK:
+                continue
+            kind = PREPARED
+            index_only += 1
+        text = buf[pp:pp + pl].decode("utf-8", "replace")
+        append((topic, qid, parse(text) if text else {}, p, size, qoff, ts, kind))
+    out.index_only += index_only
+    out.records += len(batch) - index_only
     return batch
