@@ -122,7 +122,7 @@ async def load_until(port: int, target_msgs: int, batch: int, window: int, kille
     async def sender():
         n = 0
         try:
-            while not stop.is_set():
+            while not stop.is_set() and not writer.transport.is_closing():
                 await inflight.acquire()
                 q = n % QUEUES
                 cmd = batch_request(q, payloads[n % 8])
