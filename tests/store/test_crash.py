@@ -268,3 +268,28 @@ def test_written_end_bounds_a_scan_to_the_written_part_of_a_sparse_file(tmp_path
         end = m.written_end()
         assert 10_000 <= end <= 64 << 20
         assert m.written_end(end) == end and not bytes(m.buf[end:end + 4096]).strip(b"\0")
+
+
+def test_index_slots_a_kill_left_past_the_header_are_mended(tmp_path):
+    """Entries and slots written, the header's count not (a kill inside an index batch): the
+    kept file's slots are followed back through prevIndex to counted entries, so older keys in
+    the same slots stay reachable."""
+    from mqtool_store.indexwriter import IndexService
+    d = tmp_path / "index"
+    svc = IndexService(d, 16, 400)
+    svc.load()
+    for i in range(40):
+        svc.put("T", [f"k{i}"], 1000 + i * 10, 1_700_000_000_000 + i)
+    w = svc.files[-1]
+    header = bytes(w.mf.mm[:40])
+    for i in range(40, 60):                       # written after the "kill": their header never lands
+        svc.put("T", [f"k{i}"], 1000 + i * 10, 1_700_000_000_000 + i)
+    w.mf.mm[:40] = header
+    svc.close()
+    svc = IndexService(d, 16, 400)
+    svc.load()
+    assert svc.repair_tail() > 0
+    for i in range(40):
+        offsets, _, _ = svc.query("T", f"k{i}", 32, 0, 2**62)
+        assert offsets == [1000 + i * 10], i
+    svc.close()
