@@ -291,9 +291,8 @@ def _plan_index(paths: StorePaths, plan: RecoveryPlan, cp: Checkpoint, geometry)
             continue
         if stale:
             plan.index_files_kept.append(str(p))
-            after = h.end_phy_offset + (1 if h.index_count > 1 else 0)     # its last record is in
-            if after < plan.redispatch_from:                  # the index stops before the queues
-                plan.index_rebuild_from = after
+            if h.end_phy_offset < plan.redispatch_from:      # the index stops before the queues (its last
+                plan.index_rebuild_from = h.end_phy_offset   # record's keys go in again, as Java's buildIndex does)
         kept_end = max(kept_end, h.end_phy_offset)
     for p, begin in rebuild:
         plan.index_files_rebuilt.append(p)

@@ -8,12 +8,14 @@ the records in [index_from, cq_from) when it stops earlier than the queues.
 """
 from __future__ import annotations
 
+import struct
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from .codes import TRANSACTION_TYPE_MASK, TransactionType
+from .commitlog import MESSAGE_MAGIC, MESSAGE_MAGIC_V2
 from .logscan import header_table, walk_array
 from .kernel import kernel
 from .properties import parse_properties
@@ -22,6 +24,7 @@ PREPARED = int(TransactionType.TRANSACTION_PREPARED_TYPE)
 ROLLBACK = int(TransactionType.TRANSACTION_ROLLBACK_TYPE)
 BATCH = 1 << 14          # records per dispatch call: the pending list stays small
 PROGRESS_EVERY_S = 5.0
+_SIZE_MAGIC = struct.Struct(">ii")
 
 
 @dataclass
@@ -43,7 +46,10 @@ def redispatch(store, cq_from: int, index_from: int | None = None, progress=None
     for f in store.commitlog.files:
         if f.start + f.write_pos <= start:
             continue
-        positions, _ = walk_array(f.mm, 0, f.write_pos)
+        lo = max(0, start - f.start)
+        if lo and not _record_at(f.mm, lo, f.write_pos):
+            lo = 0                      # not a record start: walk the file from its first record
+        positions, _ = walk_array(f.mm, lo, f.write_pos)
         positions = positions[positions >= start - f.start]
         for lo in range(0, len(positions), BATCH):
             table, n_valid = header_table(f.mm, positions[lo:lo + BATCH], f.write_pos)
@@ -61,6 +67,13 @@ def redispatch(store, cq_from: int, index_from: int | None = None, progress=None
             if n_valid < len(positions[lo:lo + BATCH]):
                 break
     return out
+
+
+def _record_at(buf, pos: int, end: int) -> bool:
+    if pos + 8 > end:
+        return False
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    return magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2) and 0 < size <= end - pos
 
 
 def _pending(buf, file_start: int, t: dict, n: int, cq_from: int, topics: dict, out: Redispatched) -> list:
