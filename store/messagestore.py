@@ -570,10 +570,12 @@ class MessageStore(Dispatch, Replication):
             queues = list(self.queues.values())
         for cq in queues:
             cq.flush()
-        self.index.flush()
+        # logicsMsgTimestamp vouches for the consume queues only (as in Java): written before the
+        # index's write-back, which under load can take longer than the queues' and would hold it back.
         if ts:
             self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, ts)
         self.write_checkpoint()
+        self.index.flush()
 
     def _flush_queues_loop(self) -> None:
         interval = self.cfg.flushIntervalConsumeQueue / 1000
