@@ -108,7 +108,8 @@ def _first_store_ts(buf) -> int:
     return int.from_bytes(buf[at:at + 8], "big", signed=True)
 
 
-def _check_file(buf, check_crc: bool, threshold: int | None, end: int | None = None) -> tuple[FileEnd, int, int | None]:
+def _check_file(buf, check_crc: bool, threshold: int | None, end: int | None = None,
+                tick=None) -> tuple[FileEnd, int, int | None]:
     """checkMessageAndReturnSize over a file, 64k records a table: (where valid records end,
     how many, position of the first stored after `threshold` or None). Records lie below `end`
     (where the file's written part ends): the scan goes no further."""
@@ -130,6 +131,8 @@ def _check_file(buf, check_crc: bool, threshold: int | None, end: int | None = N
                 new = np.flatnonzero(t["store_timestamp"][:good] > threshold)
                 first_new = int(t["position"][new[0]]) if new.size else None
             count += good
+            if tick is not None:
+                tick(count)
             if stop is not None:
                 pos, crc = int(t["position"][stop]), int(t["body_crc"][stop])
                 del t
@@ -149,8 +152,9 @@ def compute_plan(root, commitlog_dir=None, file_size: int | None = None, abnorma
     StoreCheckpoint.getMinTimestampIndex). `progress(file name, records checked)` is called
     every PROGRESS_EVERY_S seconds of a long scan."""
     paths = StorePaths.of(root, commitlog_dir)
-    if abnormal is None:
-        abnormal = paths.abort.exists()
+    aborted = paths.abort.exists()
+    abnormal = aborted if abnormal is None else abnormal
+    if abnormal == aborted:
         why = ("abort file present: the last run did not shut down cleanly" if abnormal
                else "no abort file: the last run shut down cleanly")
     else:
@@ -192,16 +196,19 @@ def compute_plan(root, commitlog_dir=None, file_size: int | None = None, abnorma
             plan.stop_reason = f"{f.path.name} does not start where the previous file ends"
             plan.commitlog_files_removed.append(str(f.path))
             continue
+        def tick(n, name=f.path.name, before=plan.records_scanned):
+            nonlocal shown
+            if progress is not None and time.monotonic() - shown >= PROGRESS_EVERY_S:
+                shown = time.monotonic()
+                progress(name, before + n)
         with ReadOnlyMap(f.path) as m:
-            fe, n, first_new = _check_file(m.buf, check_crc, threshold if vouched is None else None, m.written_end())
+            fe, n, first_new = _check_file(m.buf, check_crc, threshold if vouched is None else None, m.written_end(),
+                                           tick)
         if fe.reason == "full" and fe.position < f.size:      # records up to the written end: zeros after it
             fe = FileEnd(fe.position, "unwritten")
         plan.records_scanned += n
         if vouched is None and first_new is not None:
             vouched = f.start + first_new
-        if progress is not None and time.monotonic() - shown >= PROGRESS_EVERY_S:
-            shown = time.monotonic()
-            progress(f.path.name, plan.records_scanned)
         if fe.reason == "blank" and i + 1 < len(files):
             end = f.end
             continue

@@ -239,8 +239,12 @@ def test_backups_keep_only_commit_log_bytes_and_at_most_recovery_backup_keep(tmp
     assert not list(root.glob("recovery-backup-*"))
 
 
-def test_recovery_says_in_the_log_what_it_did(tmp_path, caplog):
+def test_recovery_says_in_the_log_what_it_did(tmp_path, caplog, monkeypatch):
     import logging
+
+    from mqtool_store import recovery, redispatch
+    monkeypatch.setattr(recovery, "PROGRESS_EVERY_S", 0.0)       # every step of a long one
+    monkeypatch.setattr(redispatch, "PROGRESS_EVERY_S", 0.0)
     root = tmp_path / "store"
     _fill(root, 60)
     with caplog.at_level(logging.INFO, logger="mqtool.store.recovery"):
@@ -256,6 +260,9 @@ def test_recovery_says_in_the_log_what_it_did(tmp_path, caplog):
     assert f"checked {plan.records_scanned} records from commit log file {plan.start_file}" in text
     assert f"cut 100 bytes of {plan.commitlog_cuts[0].path}" in text and f"saved under {plan.backup_dir}" in text
     assert f"re-dispatched {plan.records_redispatched} records" in text and "done in" in text
+    assert f"checking {plan.start_file}, " in text and " records so far" in text     # progress lines
+    import re
+    assert re.search(r"re-dispatched \d+ of \d+ bytes", text)
 
 
 def test_written_end_bounds_a_scan_to_the_written_part_of_a_sparse_file(tmp_path):
