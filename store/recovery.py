@@ -270,7 +270,7 @@ def _index_tail_ok(reader: IndexFile, valid_end: int) -> bool:
     h = reader.header
     if h.index_count <= 1:
         return h.index_count == 1
-    if h.index_count >= reader.index_num or not 0 <= h.begin_phy_offset <= h.end_phy_offset < valid_end:
+    if h.index_count > reader.index_num or not 0 <= h.begin_phy_offset <= h.end_phy_offset < valid_end:
         return False
     return reader.entry(h.index_count - 1)[1] == h.end_phy_offset
 
