@@ -288,8 +288,6 @@ def _plan_index(paths: StorePaths, plan: RecoveryPlan, cp: Checkpoint, geometry)
             except Exception:  # noqa: BLE001 - unreadable index: rebuild it
                 rebuild.append((str(p), kept_end))
                 continue
-            finally:
-                reader = None
         stale = plan.abnormal and h.end_timestamp > cp.index_msg_timestamp
         points_past = h.index_count > 1 and h.end_phy_offset >= plan.valid_end
         if points_past or (stale and not tail_ok):
