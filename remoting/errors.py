@@ -64,6 +64,27 @@ class RemotingClosed(RemotingError):
         super().__init__(f"connection to {addr} closed")
 
 
+class BrokerUnreachable(RemotingError):
+    """A broker stopped answering a client mid-run: which, why, and what it had acknowledged."""
+
+    def __init__(self, broker: str, addr: str, cause: RemotingError, acked: int, route_note: str = ""):
+        self.broker, self.addr, self.cause, self.acked = broker, addr, cause, acked
+        self.route_gone = bool(route_note)      # the name server dropped it too: nothing left to retry
+        super().__init__(f"broker {broker} at {addr} stopped answering ({why_unanswered(cause)}) after {acked} "
+                         f"message{'' if acked == 1 else 's'} were acknowledged{route_note}")
+
+
+def why_unanswered(exc: RemotingError) -> str:
+    """A transport failure in a few words: connection refused, reset, timed out."""
+    if isinstance(exc, RemotingConnectError):
+        return str(exc).split(": ", 1)[-1]
+    if isinstance(exc, RemotingClosed):
+        return "connection reset: it closed before answering"
+    if isinstance(exc, RemotingTimeout):
+        return f"no answer in {exc.timeout_s * 1000:.0f} ms"
+    return str(exc)
+
+
 class RemotingCommandError(RemotingError):
     """A response whose code is not the one the caller expected; carries RocketMQ's code and remark."""
 

@@ -145,6 +145,23 @@ class IndexFileWriter:
         _HEADER.pack_into(self.mf.mm, 0, h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
                           h.hash_slot_count, h.index_count)
 
+    def repair_slots(self) -> int:
+        """Hash slots a kill left pointing past the header's count (entries written, the header
+        not yet): each follows its entries' prevIndex back to one the header counts. Returns how
+        many slots changed."""
+        count = self.header.index_count
+        slots = np.frombuffer(self.mf.mm, ">i4", self.slots, INDEX_HEADER_SIZE)
+        bad = np.flatnonzero(slots >= count).tolist()
+        for s in bad:
+            v = int(slots[s])
+            while v >= count:
+                prev = _SLOT.unpack_from(self.mf.mm, self.entries_at + v * INDEX_ENTRY_SIZE + 16)[0] \
+                    if v < self.max_entries else 0
+                v = prev if 0 <= prev < v else 0
+            slots[s] = v
+        del slots
+        return len(bad)
+
     def flush(self) -> None:
         os.fdatasync(self.mf.fd)      # not mmap.flush: that holds the GIL for the whole write-back
 
@@ -173,6 +190,10 @@ class IndexService:
                 continue
             self.files.append(w)
         return removed
+
+    def repair_tail(self) -> int:
+        """After a kill: mend the hash slots of the file being written (IndexFileWriter.repair_slots)."""
+        return self.files[-1].repair_slots() if self.files else 0
 
     @property
     def end_phy_offset(self) -> int:

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from .errors import FormatError
-from .mappedfiles import list_mapped_files, offset_to_file_name
+from .mappedfiles import list_mapped_files, offset_to_file_name, written_end
 
 PAGE = mmap.PAGESIZE
 CREATING_SUFFIX = ".creating"
@@ -114,7 +114,7 @@ class MappedFile:
 
     def zero_from(self, pos: int) -> None:
         """Clear bytes after `pos` that are not zero already (a torn tail), then flush them."""
-        end = self.size
+        end = written_end(self.fd, self.size, pos)       # past it all reads as zeros
         step = 1 << 20
         p = pos
         while p < end:

@@ -60,6 +60,18 @@ def check_sizes(files: list[MappedFile], expected: int | None) -> list[str]:
     return problems
 
 
+def written_end(fd: int, size: int, start: int = 0) -> int:
+    """Where the first hole at or after `start` begins (SEEK_HOLE), or `size`: every byte from
+    there on reads as zero. A mapped file is written from its start on, so no record reaches past
+    it; a scan of a 1 GiB file holding 50 MB stops there, not at its end."""
+    if start >= size:
+        return size
+    try:
+        return min(size, max(start, os.lseek(fd, start, os.SEEK_HOLE)))
+    except (OSError, AttributeError):      # no SEEK_HOLE here: the whole file may hold data
+        return size
+
+
 class ReadOnlyMap:
     """A read-only mmap of a whole file; empty files map to b"". Use as a context manager."""
 
@@ -80,6 +92,9 @@ class ReadOnlyMap:
 
     def __len__(self) -> int:
         return len(self.buf)
+
+    def written_end(self, start: int = 0) -> int:
+        return written_end(self._fd, len(self.buf), start)
 
     def close(self) -> None:
         if isinstance(self.buf, mmap.mmap):

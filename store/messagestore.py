@@ -308,23 +308,26 @@ class MessageStore(Dispatch, Replication):
             store_ts = time.time_ns() // 1_000_000
             f = self.commitlog.last_for_append()
             pos = f.write_pos
-            if size + END_FILE_MIN_BLANK_LENGTH > f.size - pos or pos + size > f.warm_lo:
-                return self.put_batch((msg,), batch=False, wait_flush=wait_flush)   # rolls the file or waits
-            tx = sys_flag & TRANSACTION_TYPE_MASK
-            if tx not in NOT_DISPATCHED:
-                key = (msg.topic, msg.queue_id)
-                queue_offset = self.topic_queue_table.get(key, 0)
-                self.topic_queue_table[key] = queue_offset + 1
-            else:
-                queue_offset = 0
-            phys = f.start + pos
-            write_record_v4(f.mm, pos, size, crc, msg.queue_id, msg.flag, queue_offset, phys, sys_flag,
-                            msg.born_timestamp, msg.born_host[0], msg.born_host[1], store_ts, store_ip, store_port,
-                            msg.reconsume_times, msg.prepared_transaction_offset, msg.body, tail)
-            f.write_pos = pos + size
-            f.store_timestamp = store_ts
-            self._pending.append((msg.topic, msg.queue_id, props, phys, size, queue_offset, store_ts, tx))
-            self._queued(waits)
+            fits = size + END_FILE_MIN_BLANK_LENGTH <= f.size - pos and pos + size <= f.warm_lo
+            if fits:
+                tx = sys_flag & TRANSACTION_TYPE_MASK
+                if tx not in NOT_DISPATCHED:
+                    key = (msg.topic, msg.queue_id)
+                    queue_offset = self.topic_queue_table.get(key, 0)
+                    self.topic_queue_table[key] = queue_offset + 1
+                else:
+                    queue_offset = 0
+                phys = f.start + pos
+                write_record_v4(f.mm, pos, size, crc, msg.queue_id, msg.flag, queue_offset, phys, sys_flag,
+                                msg.born_timestamp, msg.born_host[0], msg.born_host[1], store_ts, store_ip, store_port,
+                                msg.reconsume_times, msg.prepared_transaction_offset, msg.body, tail)
+                f.write_pos = pos + size
+                f.store_timestamp = store_ts
+                self._pending.append((msg.topic, msg.queue_id, props, phys, size, queue_offset, store_ts, tx))
+                self._queued(waits)
+        if not fits:     # put_batch rolls the file or waits for the pre-write; not under the put lock: a
+            return self.put_batch((msg,), batch=False, wait_flush=wait_flush)   # SYNC_FLUSH wait there held
+                                                                                # it from the flusher 5 s
         return self._put_done(phys, size, queue_offset, store_ts, waits, wait_flush)
 
     def _queued(self, waits: bool) -> None:
@@ -567,10 +570,12 @@ class MessageStore(Dispatch, Replication):
             queues = list(self.queues.values())
         for cq in queues:
             cq.flush()
-        self.index.flush()
+        # logicsMsgTimestamp vouches for the consume queues only (as in Java): written before the
+        # index's write-back, which under load can take longer than the queues' and would hold it back.
         if ts:
             self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, ts)
         self.write_checkpoint()
+        self.index.flush()
 
     def _flush_queues_loop(self) -> None:
         interval = self.cfg.flushIntervalConsumeQueue / 1000

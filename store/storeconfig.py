@@ -38,6 +38,7 @@ class MessageStoreConfig:
     maxMsgsNumBatch: int = 64
     defaultQueryMaxNum: int = 32
     fileReservedTime: int = 72
+    recoveryBackupKeep: int = 3            # mqtool: recovery-backup-* dirs kept (backups.py); not a 4.9.8 key
     cleanResourceInterval: int = 10_000    # ms between checks for expired files
     flushDelayOffsetInterval: int = 10_000   # ms between saves of delayOffset.json (the broker's)
     deleteWhen: str = "04"

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from mqtool.cli.errors import UsageError
-from mqtool.cli.output import console, emit_json
+from mqtool.cli.output import console, emit_json, fmt_time
 
 
 def recover(
@@ -60,7 +60,8 @@ def recover(
     geometry = (checks.maxHashSlotNum, checks.maxIndexNum if "maxIndexNum" in conf else None) if slots_given else None
     index_safe = checks.messageIndexEnable and checks.messageIndexSafe
     plan = compute_plan(root, None, checks.mappedFileSizeCommitLog if "mappedFileSizeCommitLog" in conf else None,
-                        abnormal, checks.checkCRCOnRecover, geometry, index_safe)
+                        abnormal, checks.checkCRCOnRecover, geometry, index_safe, checks.recoveryBackupKeep,
+                        checks.fileReservedTime)
     if apply:
         cfg = MessageStoreConfig(storePathRootDir=str(root))
         props = {**conf, "mappedFileSizeCommitLog": conf.get("mappedFileSizeCommitLog", str(_commitlog_size(root))),
@@ -84,7 +85,8 @@ def recover(
 
 
 RECOVERY_KEYS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum",
-                 "checkCRCOnRecover", "messageIndexEnable", "messageIndexSafe")
+                 "checkCRCOnRecover", "messageIndexEnable", "messageIndexSafe", "recoveryBackupKeep",
+                 "fileReservedTime")
 
 
 def broker_conf_settings(config: Path | None, keys=None) -> dict[str, str]:
@@ -124,10 +126,13 @@ def _index_slots(root: Path):
 
 
 def _print(plan, applied: bool) -> None:
-    mode = "abnormal (abort file present)" if plan.abnormal else "normal"
-    console.print(f"recovery mode: {mode}; scanning from {plan.start_file or '-'}")
+    console.print(f"recovery mode: {'abnormal' if plan.abnormal else 'normal'} ({plan.mode_reason}); "
+                  f"scanning from {plan.start_file or '-'}", markup=False)
     console.print(f"valid commitlog data ends at offset {plan.valid_end} ({plan.records_scanned} records checked"
-                  f"{', stopped: ' + plan.stop_reason if plan.stop_reason else ''})")
+                  f"{', stopped: ' + plan.stop_reason if plan.stop_reason else ''})", markup=False)
+    if plan.abnormal:
+        console.print(f"the checkpoint vouches for records stored before {fmt_time(plan.checkpoint.get('vouches_before'))}: "
+                      f"unvouched tail from commitlog offset {plan.vouched_until}")
     verb = "cut" if applied else "would cut"
     for c in plan.commitlog_cuts + plan.cq_cuts:
         console.print(f"  {verb} {c.length} bytes of {c.path} from {c.position}: {c.reason}", markup=False)
@@ -135,12 +140,24 @@ def _print(plan, applied: bool) -> None:
         console.print(f"  {'removed' if applied else 'would remove'} {p} (after the end of valid data)", markup=False)
     for p in plan.index_files_rebuilt:
         console.print(f"  {'rebuilt' if applied else 'would rebuild'} index file {p}", markup=False)
-    console.print(f"consume queues and index {'were' if applied else 'would be'} re-dispatched from "
-                  f"commitlog offset {plan.redispatch_from}")
-    if applied and plan.backup_dir:
-        console.print(f"every byte cut was saved under {plan.backup_dir}", markup=False)
-    elif not plan.changes:
+    for p in plan.index_files_kept:
+        console.print(f"  {'kept' if applied else 'would keep'} index file {p} (written past the checkpoint; "
+                      "filled from where it stops)", markup=False)
+    were = "were" if applied else "would be"
+    console.print(f"consume queues and index {were} re-dispatched from commitlog offset {plan.redispatch_from}"
+                  + (f", the index alone from {plan.index_rebuild_from}" if plan.index_rebuild_from is not None
+                     else "")
+                  + (f": {plan.records_redispatched} records" if applied else ""))
+    if plan.backup_bytes:
+        console.print(f"{'kept' if applied else 'would keep'} {plan.backup_bytes} bytes cut from the commit log "
+                      f"under {plan.backup_dir} (consume queues and index are rebuilt, not copied)", markup=False)
+    for p in plan.backups_removed:
+        console.print(f"  {'removed' if applied else 'would remove'} old backup {p} (recoveryBackupKeep "
+                      f"{plan.backup_keep}, or older than fileReservedTime)", markup=False)
+    for p in plan.backup_copies_removed:
+        console.print(f"  {'removed' if applied else 'would remove'} {p} (a copy of rebuilt files)", markup=False)
+    if not plan.changes:
         console.print("nothing to cut: the store is consistent" + ("" if applied else "; run with --apply to "
                                                                    "re-dispatch anyway"))
     elif not applied:
-        console.print("run again with --apply to carry this out (cut bytes are saved first)")
+        console.print("run again with --apply to carry this out (cut commit log bytes are saved first)")

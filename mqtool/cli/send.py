@@ -158,6 +158,9 @@ async def _bench(namesrv, group, template, count, threads, json_out, batch=0, qu
                 failures += n
                 if not first_error:
                     first_error.append(exc)
+                if getattr(exc, "route_gone", False):     # BrokerUnreachable: no broker left to send to
+                    failures += remaining[0]
+                    remaining[0] = 0
     start = time.perf_counter()
     try:
         await asyncio.gather(*(worker() for _ in range(threads)))

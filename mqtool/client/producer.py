@@ -13,9 +13,9 @@ from mqtool_remoting.batch import encode_batch
 from mqtool.client.base import ROUTE_TTL_S, ClientBase, MessageQueue, TopicRoute
 from mqtool.common.vipchannel import vip_channel
 from mqtool_remoting import jsonbody
-from mqtool_remoting.codes import RPC_ONEWAY, RequestCode, ResponseCode
+from mqtool_remoting.codes import RPC_ONEWAY, RequestCode, ResponseCode, code_name
 from mqtool_remoting.command import HeaderTemplate, RemotingCommand, next_opaque
-from mqtool_remoting.errors import RemotingCommandError, RemotingError
+from mqtool_remoting.errors import BrokerUnreachable, RemotingCommandError, RemotingError
 from mqtool_store.properties import format_properties
 
 COMPRESS_OVER = 4096
@@ -82,6 +82,7 @@ class Producer(ClientBase):
         self._trace(trace, trace_topic, "PRODUCE")
         self.retries = retries
         self.compress_over = compress_over
+        self.acked = 0           # messages brokers acknowledged (an error names how many came before it)
         self.ids = UniqIdMaker(self.client_id.split("@")[0])
         self._rr = itertools.count()
         self._heartbeat_sent: set[str] = set()
@@ -126,6 +127,7 @@ class Producer(ClientBase):
                                   oneway, uniq, batch=False)
         if self.tracer is not None and result is not None:
             self._trace_pub(m.topic, result, props, len(body), started)
+        self.acked += result is not None
         return result
 
     def _trace_pub(self, topic: str, result: SendResult, props: dict[str, str], body_length: int,
@@ -157,6 +159,7 @@ class Producer(ClientBase):
         res = await self._send(topic, body, "WAIT\x01true", 0, 0, queue, None, False, ",".join(ids), batch=True)
         if self.tracer is not None:         # as 4.9.8: one Pub, its msgId the batch's ids comma-joined
             self._trace_pub(topic, res, {}, len(body), started)
+        self.acked += len(entries)
         return res
 
     async def publish_route(self, topic: str, refresh: bool = False) -> TopicRoute:
@@ -167,7 +170,14 @@ class Producer(ClientBase):
         except RemotingCommandError as exc:
             if exc.code != ResponseCode.TOPIC_NOT_EXIST:
                 raise
-        default = await self.route(DEFAULT_TOPIC, refresh=True)
+        try:
+            default = await self.route(DEFAULT_TOPIC, refresh=True)
+        except RemotingCommandError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            raise RemotingCommandError(exc.code, f"no broker serves topic {topic}, and none takes new topics "
+                                       f"(no route for {DEFAULT_TOPIC}): is a broker registered with the name "
+                                       "server?", f"route of topic {topic}") from None
         queues = [dict(q, readQueueNums=min(4, q["readQueueNums"]), writeQueueNums=min(4, q["writeQueueNums"]))
                   for q in default.queues]
         return TopicRoute(topic, default.brokers, queues, default.fetched)
@@ -212,8 +222,13 @@ class Producer(ClientBase):
                     raise
                 last_exc, avoid = exc, mq.broker_name
             except RemotingError as exc:
-                last_exc, avoid = exc, mq.broker_name
-                route = await self.publish_route(topic, refresh=True)
+                last_exc, avoid = BrokerUnreachable(mq.broker_name, addr, exc, self.acked), mq.broker_name
+                try:
+                    route = await self.publish_route(topic, refresh=True)
+                except RemotingCommandError as route_exc:     # the name server dropped the dead broker
+                    raise BrokerUnreachable(mq.broker_name, addr, exc, self.acked,
+                                            f"; the name server no longer routes topic {topic} "
+                                            f"({code_name(ResponseCode, route_exc.code)})") from None
                 queues = route.write_queues() or queues
         raise last_exc
 

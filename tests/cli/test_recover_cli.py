@@ -14,9 +14,11 @@ def test_plan_then_apply_on_crashed_store(crashed_store, store_copy):
     assert plan["abnormal"] and not plan["applied"] and plan["valid_end"] == 2486170
     assert {p: p.read_bytes() for p in s.rglob("*") if p.is_file()} == before   # a plan changes nothing
     human = run_cli("store", "recover", s, check=True).stdout
-    assert "would rebuild index file" in human and "--apply" in human
+    assert "would keep index file" in human and "--apply" in human     # Java would drop it and lose its entries
+    assert plan["redispatch_from"] == plan["vouched_until"] > 2097152    # the unvouched tail, not the whole file
     done = run_cli("store", "recover", s, "--apply", check=True).stdout
-    assert "saved under" in done
+    assert "re-dispatched from commitlog offset" in done
+    assert not list(s.glob("recovery-backup-*"))           # nothing cut from the commit log: nothing to keep
     assert not (s / "abort").exists()
     verify = run_cli("store", "verify", s)
     assert verify.returncode == 0, verify.stdout
@@ -70,3 +72,27 @@ def test_broker_conf_gives_the_plan_the_broker_would_run(crashed_store, store_co
     assert bad.returncode == 2 and "no such broker config file" in bad.stderr
     half = run_cli("store", "recover", s, "--max-index-num", "4000")          # it was ignored
     assert half.returncode == 2 and "--max-index-num needs --max-hash-slot-num" in half.stderr
+
+
+def test_the_plan_on_a_store_mqtool_crashed_is_the_one_the_store_runs(tmp_path):
+    """A writer killed under SYNC_FLUSH puts: `store recover` plans from the start file, the
+    unvouched tail and the backups the store then uses, and says where cut bytes would be kept."""
+    from mqtool_store.messagestore import MessageStore
+    from tests.store.test_crash import _crash_writer, cfg
+    root = tmp_path / "store"
+    _crash_writer(root, 1.5)
+    last = [f for f in sorted((root / "commitlog").iterdir()) if f.read_bytes().strip(b"\0")][-1]
+    data = bytearray(last.read_bytes())
+    end = len(data.rstrip(b"\0"))
+    data[end:end + 64] = b"\x42" * 64                         # a torn record after the last one
+    last.write_bytes(bytes(data))
+    plan = json_lines(run_cli("store", "recover", root, "--json", check=True).stdout)[0]
+    human = run_cli("store", "recover", root, check=True).stdout
+    assert f"would keep 64 bytes cut from the commit log under {root}/recovery-backup-" in human.replace("\n", " ")
+    with MessageStore(cfg(root)) as s:
+        ran = s.recovery_report
+    assert ran.abnormal and plan["abnormal"]
+    assert (ran.start_file, ran.vouched_until, ran.redispatch_from, ran.valid_end) == \
+        (plan["start_file"], plan["vouched_until"], plan["redispatch_from"], plan["valid_end"])
+    assert ran.backup_bytes == plan["backup_bytes"] == 64
+    assert list(root.glob("recovery-backup-*/commitlog/*.at-*"))

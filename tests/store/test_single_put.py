@@ -176,3 +176,18 @@ def test_pending_units_leaves_runs_schedule_records_and_gaps_to_the_python_path(
     assert kernel.pending_units([single, run], True, SCHEDULE_TOPIC) is None
     assert kernel.pending_units([(SCHEDULE_TOPIC,) + single[1:]], True, SCHEDULE_TOPIC) is None
     assert kernel.pending_units([single, single], True, SCHEDULE_TOPIC) is None          # offset 7 twice
+
+
+def test_a_sync_flush_put_that_rolls_the_file_does_not_wait_out_sync_flush_timeout(tmp_path):
+    """The Python single put hands a put that does not fit to put_batch: outside the put lock,
+    or its flush wait holds the lock the group commit needs and every roll costs syncFlushTimeout."""
+    cfg = MessageStoreConfig(storePathRootDir=str(tmp_path / "s"), flushDiskType="SYNC_FLUSH",
+                             mappedFileSizeCommitLog=16 * 1024, syncFlushTimeout=3000)
+    with MessageStore(cfg) as s:
+        slowest = 0.0
+        for i in range(200):         # ~20 files' worth
+            t = time.monotonic()
+            r = s.put(Message("Roll", 0, b"y" * 1500, {"seq": str(i)}))
+            slowest = max(slowest, time.monotonic() - t)
+            assert r.status.value == "PUT_OK", (i, r.status)
+        assert len(s.commitlog.files) > 10 and slowest < 1.5
