@@ -43,6 +43,7 @@ async def create_topic(ctrl, conn, cmd):
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.")
     ctrl.topics.update(TopicConfig(h.topic, h.readQueueNums, h.writeQueueNums, h.perm, h.topicFilterType or "SINGLE_TAG",
                                    h.topicSysFlag or 0, bool(h.order)))
+    await ctrl.registration.wait_registered()      # registerIncrementBrokerData, before the answer
     return cmd.response(ResponseCode.SUCCESS)
 
 

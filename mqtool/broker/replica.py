@@ -131,10 +131,7 @@ class SlaveSynchronize:
         version = _version(data.get("dataVersion"))
         if version.to_json() == topics.data_version.to_json():
             return
-        with topics.lock:
-            topics.table = {k: TopicConfig.from_json(v) for k, v in data.get("topicConfigTable", {}).items()}
-            topics.data_version = version
-            topics.persist()
+        topics.replace_all({k: TopicConfig.from_json(v) for k, v in data.get("topicConfigTable", {}).items()}, version)
         log.info("topics copied from master %s (%d topics)", self.master_addr, len(topics.table))
 
     def _offsets(self, body: bytes) -> None:
@@ -159,11 +156,8 @@ class SlaveSynchronize:
         version = _version(data.get("dataVersion"))
         if version.to_json() == groups.data_version.to_json():
             return
-        with groups.lock:
-            groups.table = {k: SubscriptionGroupConfig.from_json(v)
-                            for k, v in data.get("subscriptionGroupTable", {}).items()}
-            groups.data_version = version
-            groups.persist()
+        groups.replace_all({k: SubscriptionGroupConfig.from_json(v)
+                            for k, v in data.get("subscriptionGroupTable", {}).items()}, version)
 
 
 def _version(d: dict | None) -> DataVersion:

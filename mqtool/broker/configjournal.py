@@ -1,0 +1,135 @@
+"""topics.json and subscriptionGroup.json at a cost per change that does not grow with the table.
+
+A change (one entry put or deleted, with the table's new data version) is appended to
+`<file>.journal` as one JSON line by one write(2), before the client is answered: it is in the
+kernel's page cache then, so it survives a kill -9 of the broker (not a power cut: the journal is
+not fsynced, as 4.9.8 fsyncs none of its config files). The whole file is rewritten, fsynced, at
+most once per short interval (`begin_compact` on the owner's thread moves the journal aside and
+takes the text, `finish_compact` writes it on any thread and drops the journal moved aside), from
+text fragments kept per entry, so a rewrite is a join, not a re-serialisation.
+
+Loading replays `.journal.old` then `.journal` over the file; every line is an absolute put or
+delete, so replaying lines the file already holds changes nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+from mqtool_store.configfiles import dumps_fastjson, write_config
+
+
+class JournaledTable:
+    def __init__(self, path: Path, table_key: str):
+        self.path = Path(path)
+        self.table_key = table_key           # topicConfigTable / subscriptionGroupTable
+        self.journal = self.path.with_name(self.path.name + ".journal")
+        self.old_journal = self.path.with_name(self.path.name + ".journal.old")
+        self.fragments: dict[str, str] = {}   # name -> its `"name":{...}` text in the file
+        self.entries = 0                      # journal lines since the file was last rewritten
+        self._fd: int | None = None
+        self._write_lock = threading.Lock()   # one writer of the file at a time
+        self._seq = 0                         # texts are numbered; an older one never overwrites a newer
+        self._written = 0
+        self._compacting = False
+
+    # ------------------------------------------------------------------ reading
+
+    def replay(self) -> list[dict]:
+        """The journal lines left by a broker that did not stop cleanly, oldest first."""
+        out = []
+        for path in (self.old_journal, self.journal):
+            try:
+                lines = path.read_bytes().split(b"\n")
+            except FileNotFoundError:
+                continue
+            for line in lines:
+                try:
+                    entry = json.loads(line)
+                except ValueError:        # an empty or torn last line: a write that never returned
+                    continue
+                if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                    out.append(entry)
+        return out
+
+    # ------------------------------------------------------------------ changes
+
+    def record(self, name: str, value: dict | None, version: dict) -> None:
+        """Journal one change (value None: deleted) and keep its fragment; returns once written."""
+        line = json.dumps({"dataVersion": version, "name": name, "value": value},
+                          ensure_ascii=False, separators=(",", ":")) + "\n"
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(self._fd, line.encode("utf-8"))
+        self.set_fragment(name, value)
+        self.entries += 1
+
+    def set_fragment(self, name: str, value: dict | None) -> None:
+        if value is None:
+            self.fragments.pop(name, None)
+        else:
+            self.fragments[name] = f"\t\t{json.dumps(name, ensure_ascii=False)}:{dumps_fastjson(value, 2)}"
+
+    def reset(self, table: dict[str, dict]) -> None:
+        """Every fragment anew (at load, or when a slave replaces the table)."""
+        self.fragments = {}
+        for name, value in table.items():
+            self.set_fragment(name, value)
+
+    def text(self, version: dict, extra: dict | None = None) -> str:
+        """The file as dumps_fastjson writes {"dataVersion": ..., table_key: {...}, **extra}."""
+        parts = [f'\t"dataVersion":{dumps_fastjson(version, 1)}']
+        table = "{\n" + ",\n".join(self.fragments.values()) + "\n\t}" if self.fragments else "{}"
+        parts.append(f'\t"{self.table_key}":{table}')
+        parts += [f"\t{json.dumps(k)}:{dumps_fastjson(v, 1)}" for k, v in (extra or {}).items()]
+        return "{\n" + ",\n".join(parts) + "\n}"
+
+    # ------------------------------------------------------------------ rewriting the file
+
+    def begin_compact(self, text_now) -> tuple[int, str] | None:
+        """On the thread that records: move the journal aside and take the file's text
+        (`text_now()`); None when nothing changed or a rewrite is still under way."""
+        if not self.entries or self._compacting:
+            return None
+        self._close()
+        os.replace(self.journal, self.old_journal)
+        self.entries = 0
+        self._compacting = True
+        self._seq += 1
+        return self._seq, text_now()
+
+    def finish_compact(self, job: tuple[int, str]) -> None:
+        """Any thread: write the text taken by begin_compact, then drop the journal it covers."""
+        try:
+            self._write(*job)
+            self.old_journal.unlink(missing_ok=True)
+        finally:
+            self._compacting = False
+
+    def write_now(self, text: str) -> None:
+        """Rewrite the file at once with everything and drop both journals (start, stop, a slave's copy)."""
+        self._close()
+        self._seq += 1
+        self._write(self._seq, text)
+        self.journal.unlink(missing_ok=True)
+        if not self._compacting:
+            self.old_journal.unlink(missing_ok=True)
+        self.entries = 0
+
+    def _write(self, seq: int, text: str) -> None:
+        with self._write_lock:
+            if seq < self._written:
+                return
+            write_config(self.path, text)
+            self._written = seq
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def close(self) -> None:
+        self._close()
