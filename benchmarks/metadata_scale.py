@@ -8,6 +8,7 @@ A `mqtool namesrv` process and a `mqtool broker` process (ASYNC_FLUSH, metricsPo
   deletes: per-change latency percentiles, total time of the first 2,000 creates beside Java
   4.9.8's 7.7 s (issue 28's figure, not measured here), and the per-change ratio of the last 100
   creates (table near T) to the first 100 (table near 100), measured in the same run;
+- G x 2 offset commits (UPDATE_CONSUMER_OFFSET), one topic per group;
 - at T topics and G groups: the broker's start-up (SIGTERM, start again on the same store, until
   "boot success"), `/metrics` scrapes, GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
   GET_CONSUME_STATS, the broker's anonymous memory per topic;
@@ -136,6 +137,11 @@ async def changes(addr: str, topics: int, groups: int) -> dict:
         out["group_create"] = summary(gcreate)
         out["group_create_ratio_last_100_to_first_100"] = round(
             statistics.fmean(gcreate[-100:]) / statistics.fmean(gcreate[:100]), 2)
+        # every group commits an offset on one topic (as its consumers would): consumerOffset.json's table
+        commits = [await timed(client, addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": f"ScaleGroup{i:05d}", "topic": f"ScaleTopic{i % max(topics, 1):05d}", "queueId": q,
+            "commitOffset": 0})) for i in range(groups) for q in range(2)]
+        out["offset_commit"] = summary(commits)
         return out
     finally:
         await client.close()

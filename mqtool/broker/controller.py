@@ -309,8 +309,8 @@ class BrokerController:
     async def _housekeeping(self) -> None:
         while True:
             await asyncio.sleep(self.config.flushConsumerOffsetInterval / 1000)
-            if self.offsets.dirty:
-                self.offsets.persist()
+            if self.offsets.dirty:        # the copy on the loop, the text and the file on a thread
+                await asyncio.get_running_loop().run_in_executor(None, self.offsets.write, self.offsets.snapshot())
             now = int(time.time() * 1000)
             for group, _ch in self.consumers.expire(now):
                 await self.notify_consumer_ids_changed(group)

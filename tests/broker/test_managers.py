@@ -107,3 +107,24 @@ def test_groups_journal_and_rewrite(basic_store, tmp_path):
     assert again.table["G1"].retryMaxTimes == 3 and "AUTO" in again.table and "GID_FIXTURE" not in again.table
     m.file.finish_compact(m.begin_compact())
     assert (cfg / "subscriptionGroup.json").read_text() == dumps_fastjson(_file_dict(m, "subscriptionGroupTable"))
+
+
+def test_offsets_text_is_dumps_fastjson_and_the_indexes_follow_the_table(tmp_path):
+    from mqtool.broker.offsets import offsets_text
+    m = ConsumerOffsetManager(tmp_path)
+    assert offsets_text({}) == dumps_fastjson({"offsetTable": {}})
+    for g in ("G1", "G2", "G@x"):
+        for t in ("TA", "TB"):
+            for q in range(3):
+                m.commit(g, t, q, q * 10)
+    m.replace("TC@G1", {})
+    assert offsets_text(m.table) == dumps_fastjson({"offsetTable": m.table})
+    assert m.topics_of_group("G1") == {"TA", "TB", "TC"} and m.groups_of_topic("TA") == {"G1", "G2", "G@x"}
+    m.remove_group("G1")
+    m.remove_topic("TB")
+    assert set(m.table) == {"TA@G2", "TA@G@x"} and m.groups_of_topic("TB") == set() and m.topics_of_group("G1") == set()
+    old = m.snapshot()
+    m.commit("G2", "TA", 0, 99)
+    m.persist()
+    m.write(old)                       # a slower writer of an older copy does not undo the newer file
+    assert ConsumerOffsetManager(tmp_path).query("G2", "TA", 0) == 99
