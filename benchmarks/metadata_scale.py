@@ -11,7 +11,8 @@ A `mqtool namesrv` process and a `mqtool broker` process (ASYNC_FLUSH, metricsPo
 - G x 2 offset commits (UPDATE_CONSUMER_OFFSET), one topic per group;
 - at T topics and G groups: the broker's start-up (SIGTERM, start again on the same store, until
   "boot success"), `/metrics` scrapes, GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-  GET_CONSUME_STATS, the broker's anonymous memory per topic;
+  GET_CONSUME_STATS, the broker's anonymous memory per topic; `mqtool topic list`, `group list`,
+  `cluster list`, `top --once` (wall time of the command);
 - the name server (a second, fresh process): B brokers registering N topics each (distinct
   topics, full bodies, plain and compressed), then again with the same data version every 30 s
   (here: back to back); route look-ups of random topics (round trip, an upper bound of the server
@@ -180,6 +181,24 @@ async def deletes(addr: str, topics: int, groups: int) -> dict:
         await client.close()
 
 
+CLI = {"topic_list": ["topic", "list"], "group_list": ["group", "list"], "cluster_list": ["cluster", "list"],
+       "top_once": ["top", "--once", "-i", "0.5"]}
+
+
+def cli_times(ns: str) -> dict:
+    """Wall seconds of each command (`--json`, the Python start included), as an operator runs it."""
+    out = {}
+    for name, argv in CLI.items():
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "mqtool", *argv, "-n", ns, "--json"], cwd=REPO,
+                              capture_output=True, timeout=600)
+        out[name] = round(time.perf_counter() - t0, 3) if proc.returncode == 0 else f"exit {proc.returncode}"
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "mqtool", "--version"], cwd=REPO, capture_output=True, timeout=60)
+    out["python_start"] = round(time.perf_counter() - t0, 3)
+    return out
+
+
 def broker_phase(args, tmp: Path) -> dict:
     ns_port = free_port()
     ns = Server(["namesrv", "start", "--listen", f"127.0.0.1:{ns_port}", "--kv-config", str(tmp / "kv.json")])
@@ -202,6 +221,7 @@ def broker_phase(args, tmp: Path) -> dict:
         broker = Server(cmd)
         out["start_at_scale_s"] = round(broker.boot_s, 3)
         out.update(asyncio.run(reads(addr, metrics_port, args.groups)))
+        out["cli_s"] = cli_times(f"127.0.0.1:{ns_port}")
         out.update(asyncio.run(deletes(addr, args.topics, args.groups)))
     finally:
         broker.stop()

@@ -34,6 +34,7 @@ class JournaledTable:
         self._seq = 0                         # texts are numbered; an older one never overwrites a newer
         self._written = 0
         self._compacting = False
+        self._stale = False                   # the file is behind the table (a replaced table)
 
     # ------------------------------------------------------------------ reading
 
@@ -79,6 +80,11 @@ class JournaledTable:
         for name, value in table.items():
             self.set_fragment(name, value)
 
+    def mark_stale(self) -> None:
+        """The next rewrite writes the file even with nothing journaled (a slave's copy of its
+        master's table, which the slave copies again if it is lost)."""
+        self._stale = True
+
     def text(self, version: dict, extra: dict | None = None) -> str:
         """The file as dumps_fastjson writes {"dataVersion": ..., table_key: {...}, **extra}."""
         parts = [f'\t"dataVersion":{dumps_fastjson(version, 1)}']
@@ -92,11 +98,13 @@ class JournaledTable:
     def begin_compact(self, text_now) -> tuple[int, str] | None:
         """On the thread that records: move the journal aside and take the file's text
         (`text_now()`); None when nothing changed or a rewrite is still under way."""
-        if not self.entries or self._compacting:
+        if not (self.entries or self._stale) or self._compacting:
             return None
         self._close()
-        os.replace(self.journal, self.old_journal)
+        if self.entries:
+            os.replace(self.journal, self.old_journal)
         self.entries = 0
+        self._stale = False
         self._compacting = True
         self._seq += 1
         return self._seq, text_now()
@@ -118,6 +126,7 @@ class JournaledTable:
         if not self._compacting:
             self.old_journal.unlink(missing_ok=True)
         self.entries = 0
+        self._stale = False
 
     def _write(self, seq: int, text: str) -> None:
         with self._write_lock:

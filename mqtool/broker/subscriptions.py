@@ -72,12 +72,12 @@ class SubscriptionGroupManager:
             return self.file.begin_compact(self.text)
 
     def replace_all(self, table: dict[str, SubscriptionGroupConfig], version: DataVersion) -> None:
-        """A slave's copy of its master's table."""
+        """A slave's copy of its master's table (its file is rewritten within CONFIG_REWRITE_S)."""
         with self.lock:
             self.table = table
             self.data_version = version
             self.file.reset({k: v.to_json() for k, v in table.items()})
-            self.persist()
+            self.file.mark_stale()            # written by the next rewrite, off the loop
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """findSubscriptionGroupConfig: auto-created when autoCreateSubscriptionGroup."""

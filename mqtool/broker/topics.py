@@ -135,12 +135,12 @@ class TopicConfigManager:
             return self.file.begin_compact(self.text)
 
     def replace_all(self, table: dict[str, TopicConfig], version: DataVersion) -> None:
-        """A slave's copy of its master's table."""
+        """A slave's copy of its master's table (its file is rewritten within CONFIG_REWRITE_S)."""
         with self.lock:
             self.table = table
             self.data_version = version
             self.file.reset({k: v.to_json() for k, v in table.items()})
-            self.persist()
+            self.file.mark_stale()            # written by the next rewrite, off the loop
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)

@@ -128,3 +128,15 @@ def test_offsets_text_is_dumps_fastjson_and_the_indexes_follow_the_table(tmp_pat
     m.persist()
     m.write(old)                       # a slower writer of an older copy does not undo the newer file
     assert ConsumerOffsetManager(tmp_path).query("G2", "TA", 0) == 99
+
+
+def test_a_slaves_copy_is_written_by_the_next_rewrite_not_on_the_spot(tmp_path):
+    from mqtool.broker.topics import DataVersion
+    m = TopicConfigManager(tmp_path, "C", "b")
+    m.persist()
+    m.replace_all({"Copied": TopicConfig("Copied", 3, 3)}, DataVersion(7, 1))
+    assert "Copied" not in (tmp_path / "topics.json").read_text()
+    m.file.finish_compact(m.begin_compact())
+    assert m.begin_compact() is None
+    again = TopicConfigManager(tmp_path, "C", "b")
+    assert again.get("Copied").readQueueNums == 3 and again.data_version.counter == 7
