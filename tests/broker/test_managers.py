@@ -140,3 +140,9 @@ def test_a_slaves_copy_is_written_by_the_next_rewrite_not_on_the_spot(tmp_path):
     assert m.begin_compact() is None
     again = TopicConfigManager(tmp_path, "C", "b")
     assert again.get("Copied").readQueueNums == 3 and again.data_version.counter == 7
+
+
+def test_group_to_json_is_asdict_in_its_order():
+    from dataclasses import asdict
+    cfg = SubscriptionGroupConfig("G", 1, False, True, False, True, 3, 2, 0)
+    assert list(cfg.to_json().items()) == list(asdict(cfg).items())
