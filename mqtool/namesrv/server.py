@@ -28,6 +28,7 @@ from mqtool_remoting.transport import Connection, Server
 
 log = logging.getLogger("mqtool.namesrv")
 EXPIRY_SCAN_S = 10.0          # scanNotActiveBroker period
+ROWS_PER_TURN = 1000          # topics of a registration read per turn of the loop
 CONFIG_BLACK_LIST = {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"}
 
 
@@ -137,7 +138,8 @@ class NameServer:
             log.warning("request code %s from %s not supported", cmd.code, conn.peer)
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
         try:
-            return handler(self, conn, cmd)
+            resp = handler(self, conn, cmd)
+            return await resp if asyncio.iscoroutine(resp) else resp
         except HeaderError as exc:
             log.warning("bad %s from %s: %s", code_name(RequestCode, cmd.code), conn.peer, exc)
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
@@ -163,10 +165,27 @@ class NameServer:
                 body, filters = TopicConfigSerializeWrapper.from_json(jsonbody.loads(cmd.body)), None
             if isinstance(body, registerbody.RegisterView) and self.routes.takes_topics(
                     h.brokerAddr, h.brokerName, h.brokerId, body.dataVersion):
+                if body.count > ROWS_PER_TURN:
+                    return self._register_in_steps(conn, cmd, h, body)
                 body.queue_rows()         # read now: a bad topic entry is refused before the table changes
         except (ValueError, TypeError, AttributeError, zlib.error) as exc:
-            log.warning("register from %s: bad body: %s", conn.peer, exc)
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"Failed to decode RegisterBrokerBody: {exc}")
+            return self._bad_body(conn, cmd, exc)
+        return self._registered(conn, cmd, h, body, filters)
+
+    def _bad_body(self, conn, cmd, exc):
+        log.warning("register from %s: bad body: %s", conn.peer, exc)
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"Failed to decode RegisterBrokerBody: {exc}")
+
+    async def _register_in_steps(self, conn, cmd, h, body):
+        """A registration whose thousands of topics the table takes: read ROWS_PER_TURN at a time,
+        so the route look-ups that arrive meanwhile are answered between the steps."""
+        try:
+            await body.read_rows_in_steps(ROWS_PER_TURN)
+        except ValueError as exc:
+            return self._bad_body(conn, cmd, exc)
+        return self._registered(conn, cmd, h, body, body.filterServerList)
+
+    def _registered(self, conn, cmd, h, body, filters):
         new = h.brokerAddr not in self.routes.live
         result = self.routes.register(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId, h.haServerAddr,
                                       body, filters, conn, self.clock())

@@ -94,3 +94,28 @@ def test_topic_lists_follow_every_change_and_match_the_general_encoder(tmp_path)
     assert jsonbody.loads(ns.all_topics(Conn(), all_cmd).body)["topicList"] == ["B", "C", "D"]
     ns.routes.unregister("Other", "127.0.0.1:10931", "broker-b", 0)
     assert jsonbody.loads(ns.all_topics(Conn(), all_cmd).body)["topicList"] == ["B", "D"]
+
+
+def test_a_large_registration_is_read_in_steps_and_look_ups_are_answered_between_them(tmp_path):
+    import asyncio
+
+    async def scenario():
+        ns = NameServer(tmp_path / "kv.json")
+        ns.register_broker(Conn(), register_cmd("broker-b", "127.0.0.1:10931", topics=("Old",)))
+        topics = tuple(f"Big{i}" for i in range(3500))
+        for compressed, counter in ((True, 5), (False, 6)):
+            big = register_cmd("broker-a", "127.0.0.1:10911", topics=topics, counter=counter, compressed=compressed)
+            task = asyncio.ensure_future(ns.handle(Conn(), big))
+            await asyncio.sleep(0)                       # the registration has read its first step
+            lookup = await ns.handle(Conn(), RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                                     {"topic": "Old"}))
+            assert lookup.code == ResponseCode.SUCCESS and not task.done()
+            assert (await task).code == ResponseCode.SUCCESS
+            assert ns.routes.data_version("127.0.0.1:10911").counter == counter
+            assert all(ns.routes.route(t) is not None for t in topics)
+        many = register_cmd("broker-a", "127.0.0.1:10911", topics=topics + ("T2",), counter=9, compressed=True)
+        many.body = zlib.compress(zlib.decompress(many.body).replace(b"T2 4 4 6 SINGLE_TAG", b"T2 x 4 6 SINGLE_TAG"))
+        many.ext_fields["bodyCrc32"] = str(zlib.crc32(many.body) & 0x7FFFFFFF)
+        assert (await ns.handle(Conn(), many)).code == ResponseCode.SYSTEM_ERROR     # bad in a later step
+        assert ns.routes.data_version("127.0.0.1:10911").counter == 6
+    asyncio.run(asyncio.wait_for(scenario(), 30))
