@@ -85,19 +85,18 @@ class JournaledTable:
         master's table, which the slave copies again if it is lost)."""
         self._stale = True
 
-    def text(self, version: dict, extra: dict | None = None) -> str:
-        """The file as dumps_fastjson writes {"dataVersion": ..., table_key: {...}, **extra}."""
-        parts = [f'\t"dataVersion":{dumps_fastjson(version, 1)}']
-        table = "{\n" + ",\n".join(self.fragments.values()) + "\n\t}" if self.fragments else "{}"
-        parts.append(f'\t"{self.table_key}":{table}')
-        parts += [f"\t{json.dumps(k)}:{dumps_fastjson(v, 1)}" for k, v in (extra or {}).items()]
-        return "{\n" + ",\n".join(parts) + "\n}"
+    def text(self, version: dict, fragments: list[str] | None = None) -> str:
+        """The file as dumps_fastjson writes {"dataVersion": version, table_key: {...}}."""
+        fragments = list(self.fragments.values()) if fragments is None else fragments
+        table = "{\n" + ",\n".join(fragments) + "\n\t}" if fragments else "{}"
+        return f'{{\n\t"dataVersion":{dumps_fastjson(version, 1)},\n\t"{self.table_key}":{table}\n}}'
 
     # ------------------------------------------------------------------ rewriting the file
 
-    def begin_compact(self, text_now) -> tuple[int, str] | None:
-        """On the thread that records: move the journal aside and take the file's text
-        (`text_now()`); None when nothing changed or a rewrite is still under way."""
+    def begin_compact(self, version: dict) -> tuple[int, dict, list[str]] | None:
+        """On the thread that records: move the journal aside and take what the file will hold
+        (a list of the fragments: their join is left to finish_compact); None when nothing
+        changed or a rewrite is still under way."""
         if not (self.entries or self._stale) or self._compacting:
             return None
         self._close()
@@ -107,12 +106,13 @@ class JournaledTable:
         self._stale = False
         self._compacting = True
         self._seq += 1
-        return self._seq, text_now()
+        return self._seq, dict(version), list(self.fragments.values())
 
-    def finish_compact(self, job: tuple[int, str]) -> None:
-        """Any thread: write the text taken by begin_compact, then drop the journal it covers."""
+    def finish_compact(self, job: tuple[int, dict, list[str]]) -> None:
+        """Any thread: write what begin_compact took, then drop the journal it covers."""
+        seq, version, fragments = job
         try:
-            self._write(*job)
+            self._write(seq, self.text(version, fragments))
             self.old_journal.unlink(missing_ok=True)
         finally:
             self._compacting = False

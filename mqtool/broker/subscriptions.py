@@ -76,7 +76,7 @@ class SubscriptionGroupManager:
 
     def begin_compact(self):
         with self.lock:
-            return self.file.begin_compact(self.text)
+            return self.file.begin_compact(self.data_version.to_json())
 
     def replace_all(self, table: dict[str, SubscriptionGroupConfig], version: DataVersion) -> None:
         """A slave's copy of its master's table (its file is rewritten within CONFIG_REWRITE_S)."""
