@@ -12,11 +12,6 @@ from mqtool_remoting.codes import ResponseCode
 from mqtool_remoting.headers import (ConsumerGroupHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
                               GetConsumeStatsRequestHeader, ProducerGroupHeader, TopicRequestHeader,
                               from_ext_fields)
-from mqtool_remoting.jsonbody import ObjectKey
-
-
-def _mq(ctrl, topic: str, qid: int) -> ObjectKey:
-    return ObjectKey(sorted({"brokerName": ctrl.config.brokerName, "queueId": qid, "topic": topic}.items()))
 
 
 SLAVE_ADMIN_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
@@ -79,18 +74,27 @@ async def topic_stats(ctrl, conn, cmd):
     cfg = ctrl.topics.get(h.topic)
     if cfg is None:
         return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
-    table = {}
+    rows = []
+    store = ctrl.store
     for q in range(cfg.writeQueueNums):
-        store = ctrl.store
         last = 0
         mx = store.max_offset(h.topic, q)
         if mx > 0:
             res = store.get(h.topic, q, mx - 1, 1)
             if res.messages:
                 last = int.from_bytes(res.messages[0][56:64], "big")
-        table[_mq(ctrl, h.topic, q)] = {"lastUpdateTimestamp": last, "maxOffset": mx,
-                                        "minOffset": store.min_offset(h.topic, q)}
-    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps({"offsetTable": table}))
+        rows.append((q, last, mx, store.min_offset(h.topic, q)))
+    return cmd.response(ResponseCode.SUCCESS, None, None, topic_stats_body(ctrl.config.brokerName, h.topic, rows))
+
+
+def topic_stats_body(broker: str, topic: str, rows) -> bytes:
+    """TopicStatsTable as jsonbody.dumps writes it (MessageQueue keys as JSON objects), by string
+    formatting: `mqtool top` asks it of every topic, and the general encoder took 1.5 ms of the
+    broker's loop per topic (tests hold the two equal)."""
+    b, t = json.dumps(broker, ensure_ascii=False), json.dumps(topic, ensure_ascii=False)
+    return ('{"offsetTable":{' + ",".join(
+        f'{{"brokerName":{b},"queueId":{q},"topic":{t}}}:{{"lastUpdateTimestamp":{last},"maxOffset":{mx},'
+        f'"minOffset":{mn}}}' for q, last, mx, mn in rows) + "}}").encode()
 
 
 async def create_group(ctrl, conn, cmd):

@@ -8,6 +8,7 @@ of offsets between two samples over the time between them, so they are live, not
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -40,6 +41,15 @@ def sparkline(values: list[int] | deque) -> str:
 def is_system_topic(topic: str, broker_names: set[str], clusters: set[str]) -> bool:
     return (topic.startswith(SYSTEM_PREFIXES) or topic in broker_names or topic in clusters
             or topic.endswith("_REPLY_TOPIC"))
+
+
+_MAX_OFFSET = re.compile(rb'"maxOffset":(-?\d+)')
+
+
+def max_offsets_sum(body: bytes) -> int:
+    """The sum of a TopicStatsTable's maxOffset values, read without parsing its MessageQueue keys
+    (JSON objects as keys: the general reader's slow path, 1.4 ms a topic; tests hold the two equal)."""
+    return sum(int(v) for v in _MAX_OFFSET.findall(body))
 
 
 def rate(now: float, before: float | None, dt: float) -> float | None:
@@ -118,8 +128,7 @@ class ClusterWatch:
                 except (RemotingError, OSError):
                     return
             if r.code == 0 and r.body:
-                table = jsonbody.loads(r.body).get("offsetTable", {})
-                s.topics[topic] = s.topics.get(topic, 0) + sum(v["maxOffset"] for v in table.values())
+                s.topics[topic] = s.topics.get(topic, 0) + max_offsets_sum(r.body)
         await asyncio.gather(*(one(t) for t in topics))
 
     async def _groups(self, addr: str, s: Sample) -> None:

@@ -145,3 +145,16 @@ def test_changes_acknowledged_before_a_kill_9_are_there_after_restart(tmp_path):
     finally:
         assert broker.stop() in (0, -signal.SIGKILL)
         assert ns.stop() == 0
+
+
+def test_topic_stats_body_and_tops_reading_of_it_match_the_general_codec():
+    from mqtool.broker.admin import topic_stats_body
+    from mqtool.client.top import max_offsets_sum
+    from mqtool_remoting.jsonbody import ObjectKey
+    rows = [(0, 1700000000123, 42, 3), (1, 0, 0, 0), (7, 5, 10 ** 12, 7)]
+    table = {ObjectKey(sorted({"brokerName": 'b"é', "queueId": q, "topic": "T%RETRY%x"}.items())):
+             {"lastUpdateTimestamp": last, "maxOffset": mx, "minOffset": mn} for q, last, mx, mn in rows}
+    body = topic_stats_body('b"é', "T%RETRY%x", rows)
+    assert body == jsonbody.dumps({"offsetTable": table})
+    assert topic_stats_body("b", "T", []) == jsonbody.dumps({"offsetTable": {}})
+    assert max_offsets_sum(body) == sum(v["maxOffset"] for v in jsonbody.loads(body)["offsetTable"].values())
