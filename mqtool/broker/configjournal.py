@@ -27,7 +27,8 @@ class JournaledTable:
         self.table_key = table_key           # topicConfigTable / subscriptionGroupTable
         self.journal = self.path.with_name(self.path.name + ".journal")
         self.old_journal = self.path.with_name(self.path.name + ".journal.old")
-        self.fragments: dict[str, str] = {}   # name -> its `"name":{...}` text in the file
+        self.fragments: dict[str, str | dict] = {}   # name -> its `"name":{...}` text in the file, or its dict
+        self._texts: dict[int, tuple[dict, str]] = {}  # id of a fragment's dict -> (it, its text), from rewrites
         self.entries = 0                      # journal lines since the file was last rewritten
         self._fd: int | None = None
         self._write_lock = threading.Lock()   # one writer of the file at a time
@@ -72,28 +73,38 @@ class JournaledTable:
         if value is None:
             self.fragments.pop(name, None)
         else:
-            self.fragments[name] = f"\t\t{json.dumps(name, ensure_ascii=False)}:{dumps_fastjson(value, 2)}"
+            self.fragments[name] = f"\t\t{json.dumps(name, ensure_ascii=False)}:{_entry_text(value)}"
 
     def reset(self, table: dict[str, dict]) -> None:
-        """Every fragment anew (at load, or when a slave replaces the table)."""
-        self.fragments = {}
-        for name, value in table.items():
-            self.set_fragment(name, value)
+        """Every fragment anew (at load, or when a slave replaces the table): kept as the dicts
+        until a rewrite writes them as text, on its thread (10,000 take ~80 ms)."""
+        self.fragments = dict(table)
 
     def mark_stale(self) -> None:
         """The next rewrite writes the file even with nothing journaled (a slave's copy of its
         master's table, which the slave copies again if it is lost)."""
         self._stale = True
 
-    def text(self, version: dict, fragments: list[str] | None = None) -> str:
+    def text(self, version: dict, fragments: list | None = None) -> str:
         """The file as dumps_fastjson writes {"dataVersion": version, table_key: {...}}."""
-        fragments = list(self.fragments.values()) if fragments is None else fragments
-        table = "{\n" + ",\n".join(fragments) + "\n\t}" if fragments else "{}"
+        fragments = list(self.fragments.items()) if fragments is None else fragments
+        texts, known = [], self._texts
+        made: dict[int, tuple[dict, str]] = {}
+        for name, frag in fragments:
+            if type(frag) is not str:
+                hit = known.get(id(frag))
+                if hit is None or hit[0] is not frag:
+                    hit = (frag, f"\t\t{json.dumps(name, ensure_ascii=False)}:{_entry_text(frag)}")
+                made[id(frag)] = hit
+                frag = hit[1]
+            texts.append(frag)
+        self._texts = made            # the texts of the dicts still in the table, for the next rewrite
+        table = "{\n" + ",\n".join(texts) + "\n\t}" if texts else "{}"
         return f'{{\n\t"dataVersion":{dumps_fastjson(version, 1)},\n\t"{self.table_key}":{table}\n}}'
 
     # ------------------------------------------------------------------ rewriting the file
 
-    def begin_compact(self, version: dict) -> tuple[int, dict, list[str]] | None:
+    def begin_compact(self, version: dict) -> tuple[int, dict, list] | None:
         """On the thread that records: move the journal aside and take what the file will hold
         (a list of the fragments: their join is left to finish_compact); None when nothing
         changed or a rewrite is still under way."""
@@ -106,9 +117,9 @@ class JournaledTable:
         self._stale = False
         self._compacting = True
         self._seq += 1
-        return self._seq, dict(version), list(self.fragments.values())
+        return self._seq, dict(version), list(self.fragments.items())
 
-    def finish_compact(self, job: tuple[int, dict, list[str]]) -> None:
+    def finish_compact(self, job: tuple[int, dict, list]) -> None:
         """Any thread: write what begin_compact took, then drop the journal it covers."""
         seq, version, fragments = job
         try:
@@ -142,3 +153,35 @@ class JournaledTable:
 
     def close(self) -> None:
         self._close()
+
+
+_KEYS: dict[str, str] = {}
+
+
+def _scalar(v) -> str | None:
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if type(v) is int:
+        return str(v)
+    if type(v) is str:
+        return json.dumps(v, ensure_ascii=False)
+    return None
+
+
+def _entry_text(value: dict) -> str:
+    """dumps_fastjson(value, 2) for a config entry of scalars, ~4x faster (a slave's copy of 10,000
+    topics and a start-up make 10,000 of them); anything else goes to dumps_fastjson."""
+    if not value:
+        return "{}"
+    lines = []
+    for k, v in value.items():
+        text = _scalar(v)
+        if text is None or type(k) is not str:
+            return dumps_fastjson(value, 2)
+        key = _KEYS.get(k)
+        if key is None:
+            key = _KEYS[k] = f"\t\t\t{json.dumps(k, ensure_ascii=False)}:"
+        lines.append(key + text)
+    return "{\n" + ",\n".join(lines) + "\n\t\t}"

@@ -62,6 +62,10 @@ class RegisterView:
                 self._cached = list(self._rows())
         return self._cached
 
+    def mark_applied(self) -> None:
+        """The rows are in the route table already (put in steps): register() has none left to put."""
+        self._cached = []
+
     async def read_rows_in_steps(self, step: int) -> None:
         """queue_rows, `step` rows per turn of the event loop: 10,000 topics take ~40 ms to read,
         which route look-ups should not wait for in one piece."""

@@ -68,13 +68,7 @@ class RouteTable:
         version = wrapper.dataVersion if wrapper is not None else DataVersion()
         if wrapper is not None and broker_id == MASTER_ID:
             if self.topic_config_changed(broker_addr, version) or first:
-                table = self.topic_queues
-                for name, r, w, perm, flag in queue_rows(wrapper):
-                    queues = table.get(name)
-                    if queues is None:
-                        queues = table[name] = {}
-                    queues[broker_name] = QueueData(broker_name, r, w, perm, flag)
-                self.generation += 1
+                self.put_queues(broker_name, queue_rows(wrapper))
         self.live[broker_addr] = BrokerLive(broker_addr, now_ms, version, channel, ha_server_addr)
         if filter_servers is not None:
             if filter_servers:
@@ -86,6 +80,16 @@ class RouteTable:
             if master is not None and master in self.live:
                 return RegisterResult(master, self.live[master].ha_server_addr)
         return RegisterResult()
+
+    def put_queues(self, broker_name: str, rows) -> None:
+        """The broker's queue data for each (topic, read, write, perm, sysflag) row."""
+        table = self.topic_queues
+        for name, r, w, perm, flag in rows:
+            queues = table.get(name)
+            if queues is None:
+                queues = table[name] = {}
+            queues[broker_name] = QueueData(broker_name, r, w, perm, flag)
+        self.generation += 1
 
     def takes_topics(self, broker_addr: str, broker_name: str, broker_id: int, version: DataVersion) -> bool:
         """Whether `register` will read the topics of this registration (a master that is new or

@@ -183,6 +183,12 @@ class NameServer:
             await body.read_rows_in_steps(ROWS_PER_TURN)
         except ValueError as exc:
             return self._bad_body(conn, cmd, exc)
+        rows = body.queue_rows()
+        if self.routes.takes_topics(h.brokerAddr, h.brokerName, h.brokerId, body.dataVersion):
+            for i in range(0, len(rows), ROWS_PER_TURN):      # the table takes them in steps too
+                self.routes.put_queues(h.brokerName, rows[i:i + ROWS_PER_TURN])
+                await asyncio.sleep(0)
+            body.mark_applied()
         return self._registered(conn, cmd, h, body, body.filterServerList)
 
     def _registered(self, conn, cmd, h, body, filters):

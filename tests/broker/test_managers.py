@@ -146,3 +146,10 @@ def test_group_to_json_is_asdict_in_its_order():
     from dataclasses import asdict
     cfg = SubscriptionGroupConfig("G", 1, False, True, False, True, 3, 2, 0)
     assert list(cfg.to_json().items()) == list(asdict(cfg).items())
+
+
+def test_entry_text_is_dumps_fastjson_at_indent_2():
+    from mqtool.broker.configjournal import _entry_text
+    for value in ({}, TopicConfig("T\\é\"x", 3, 4).to_json(), SubscriptionGroupConfig("G").to_json(),
+                  {"a": 1.5, "b": None, "c": [1, 2], "d": {"x": 1}, "e": -3}):
+        assert _entry_text(value) == dumps_fastjson(value, 2)
