@@ -44,7 +44,7 @@ class RouteTable:
     clusters: dict[str, list[str]] = field(default_factory=dict)                  # cluster -> brokerNames
     live: dict[str, BrokerLive] = field(default_factory=dict)                     # brokerAddr -> liveness
     filter_servers: dict[str, list[str]] = field(default_factory=dict)            # brokerAddr -> filter servers
-    generation: int = 0       # counts changes of the topics and clusters (the topic lists' cache key)
+    generation: int = 0       # counts changes of which brokers serve which topics (the topic lists' cache key)
 
     # ---------------------------------------------------------------- registration
 
@@ -84,12 +84,16 @@ class RouteTable:
     def put_queues(self, broker_name: str, rows) -> None:
         """The broker's queue data for each (topic, read, write, perm, sysflag) row."""
         table = self.topic_queues
+        added = False
         for name, r, w, perm, flag in rows:
             queues = table.get(name)
             if queues is None:
                 queues = table[name] = {}
+            if broker_name not in queues:
+                added = True
             queues[broker_name] = QueueData(broker_name, r, w, perm, flag)
-        self.generation += 1
+        if added:                 # the topic lists change only when a topic or a broker of it comes
+            self.generation += 1
 
     def takes_topics(self, broker_addr: str, broker_name: str, broker_id: int, version: DataVersion) -> bool:
         """Whether `register` will read the topics of this registration (a master that is new or
@@ -229,7 +233,6 @@ class RouteTable:
         return self._set_perm(broker_name, lambda p: PermName.PERM_READ | PermName.PERM_WRITE)
 
     def _set_perm(self, broker_name: str, change) -> int:
-        self.generation += 1
         n = 0
         for queues in self.topic_queues.values():
             q = queues.get(broker_name)

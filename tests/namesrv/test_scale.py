@@ -90,6 +90,11 @@ def test_topic_lists_follow_every_change_and_match_the_general_encoder(tmp_path)
     # a registration with an unchanged version changes nothing; a new version adds its topics
     ns.register_broker(Conn(), register_cmd("broker-a", "127.0.0.1:10911", topics=("A", "B", "D"), counter=4))
     assert jsonbody.loads(ns.topics_by_cluster(Conn(), by_cluster).body)["topicList"] == ["A", "B", "D"]
+    ns.all_topics(Conn(), all_cmd)
+    made = ns._lists[("all",)]
+    ns.register_broker(Conn(), register_cmd("broker-a", "127.0.0.1:10911", topics=("A", "B", "D"), counter=5))
+    ns.all_topics(Conn(), all_cmd)
+    assert ns._lists[("all",)] is made          # the same topics again (a new version): the list is not made again
     ns.delete_topic(Conn(), RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "A"}))
     assert jsonbody.loads(ns.all_topics(Conn(), all_cmd).body)["topicList"] == ["B", "C", "D"]
     ns.routes.unregister("Other", "127.0.0.1:10931", "broker-b", 0)
