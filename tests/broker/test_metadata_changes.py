@@ -158,3 +158,30 @@ def test_topic_stats_body_and_tops_reading_of_it_match_the_general_codec():
     assert body == jsonbody.dumps({"offsetTable": table})
     assert topic_stats_body("b", "T", []) == jsonbody.dumps({"offsetTable": {}})
     assert max_offsets_sum(body) == sum(v["maxOffset"] for v in jsonbody.loads(body)["offsetTable"].values())
+
+
+def test_broker_consume_stats_body_and_tops_reading_of_it_match_the_general_codec():
+    from mqtool.broker.adminops import consume_stats_list_body
+    from mqtool.client.top import _topic_of, consume_stats_list
+    from mqtool_remoting.bodies import ConsumeStats, ConsumeStatsList, MessageQueue, OffsetWrapper
+
+    def stats(topic, n, tps):
+        return ConsumeStats({MessageQueue(topic, 'b"é', q): OffsetWrapper(100 + q, 90 + q, 1700000000000 + q)
+                             for q in range(n)}, tps)
+    body = ConsumeStatsList([{"G1": [stats("TA", 3, 1.5), stats('T\\"x', 2, 0.0)]}, {"G2": []},
+                             {'G"é': [stats("TA", 8, 0.25)]}], "127.0.0.1:10911", 42)
+    data = consume_stats_list_body(body)
+    assert data == jsonbody.dumps(body.to_json())
+    assert consume_stats_list_body(ConsumeStatsList()) == jsonbody.dumps(ConsumeStatsList().to_json())
+
+    def sums(parsed):
+        out = {}
+        for entry in parsed["consumeStatsList"]:
+            for group, per_topic in entry.items():
+                for st in per_topic:
+                    for key, w in st["offsetTable"].items():
+                        k = (group, _topic_of(key))
+                        out[k] = out.get(k, 0) + w["brokerOffset"] * 1000 + w["consumerOffset"]
+        return out
+    fast, general = sums(consume_stats_list(data)), sums(jsonbody.loads(data))
+    assert fast == general and len(fast) == 3 and ("G1", 'T\\"x') in fast
