@@ -134,10 +134,14 @@ async def changes(addr: str, topics: int, groups: int) -> dict:
         out["first_2000_creates_s"] = round(sum(first) / 1000, 3)
         out["first_2000_creates_n"] = len(first)
         out["ratio_last_100_to_first_100"] = round(statistics.fmean(create[-100:]) / statistics.fmean(create[:100]), 2)
+        out["median_ratio_last_100_to_first_100"] = round(statistics.median(create[-100:]) / statistics.median(create[:100]), 2)
         gcreate = [await timed(client, addr, group_cmd(f"ScaleGroup{i:05d}")) for i in range(groups)]
         out["group_create"] = summary(gcreate)
+        out["group_create_first_100"], out["group_create_last_100"] = summary(gcreate[:100]), summary(gcreate[-100:])
         out["group_create_ratio_last_100_to_first_100"] = round(
             statistics.fmean(gcreate[-100:]) / statistics.fmean(gcreate[:100]), 2)
+        out["group_create_median_ratio_last_100_to_first_100"] = round(
+            statistics.median(gcreate[-100:]) / statistics.median(gcreate[:100]), 2)
         # every group commits an offset on one topic (as its consumers would): consumerOffset.json's table
         commits = [await timed(client, addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
             "consumerGroup": f"ScaleGroup{i:05d}", "topic": f"ScaleTopic{i % max(topics, 1):05d}", "queueId": q,
@@ -339,7 +343,8 @@ def main() -> int:
     b, n = result["broker"], result["namesrv"]
     print(f"{args.topics} topic creates one at a time: p50 {b['topic_create']['p50_ms']} ms, p99 "
           f"{b['topic_create']['p99_ms']} ms; first 100 mean {b['topic_create_first_100']['mean_ms']} ms, last 100 "
-          f"{b['topic_create_last_100']['mean_ms']} ms: {b['ratio_last_100_to_first_100']}x")
+          f"{b['topic_create_last_100']['mean_ms']} ms: {b['ratio_last_100_to_first_100']}x (medians: "
+          f"{b['median_ratio_last_100_to_first_100']}x)")
     print(f"first {b['first_2000_creates_n']} creates: {b['first_2000_creates_s']} s (Java 4.9.8: "
           f"{JAVA_2000_CREATES_S} s for 2,000, from the issue)")
     print(f"{args.groups} group creates: p50 {b['group_create']['p50_ms']} ms, p99 {b['group_create']['p99_ms']} ms "
