@@ -18,7 +18,7 @@ import os
 import threading
 from pathlib import Path
 
-from mqtool_store.configfiles import dumps_fastjson, write_config
+from mqtool_store.configfiles import dumps_fastjson, journal_entries, write_config
 
 
 class JournaledTable:
@@ -41,20 +41,7 @@ class JournaledTable:
 
     def replay(self) -> list[dict]:
         """The journal lines left by a broker that did not stop cleanly, oldest first."""
-        out = []
-        for path in (self.old_journal, self.journal):
-            try:
-                lines = path.read_bytes().split(b"\n")
-            except FileNotFoundError:
-                continue
-            for line in lines:
-                try:
-                    entry = json.loads(line)
-                except ValueError:        # an empty or torn last line: a write that never returned
-                    continue
-                if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-                    out.append(entry)
-        return out
+        return journal_entries(self.path)
 
     # ------------------------------------------------------------------ changes
 
