@@ -185,3 +185,20 @@ def test_broker_consume_stats_body_and_tops_reading_of_it_match_the_general_code
         return out
     fast, general = sums(consume_stats_list(data)), sums(jsonbody.loads(data))
     assert fast == general and len(fast) == 3 and ("G1", 'T\\"x') in fast
+
+
+def test_the_plain_full_registration_body_is_what_register_broker_body_encodes(tmp_path, registrations):
+    async def scenario():
+        async with running_pair(tmp_path) as (ns, broker, client):
+            sent = []
+            real = broker.namesrv_client.invoke
+
+            async def spy(addr, cmd, timeout):
+                sent.append(cmd)
+                return await real(addr, cmd, timeout)
+            broker.namesrv_client.invoke = spy
+            await broker.register_all()
+            body = RegisterBrokerBody.decode(sent[-1].body, False)
+            assert sent[-1].body == body.encode(False)
+            assert set(body.topicConfigSerializeWrapper.topicConfigTable) == set(broker.topics.table)
+    run(scenario())
