@@ -116,6 +116,43 @@ def _parse(text: str, path: Path) -> dict:
     return data
 
 
+JOURNAL_SUFFIXES = (".journal.old", ".journal")     # oldest first (mqtool's broker: configjournal.py)
+
+
+def journal_entries(path: str | os.PathLike) -> list[dict]:
+    """The changes mqtool's broker journaled after it last wrote `path` (topics.json,
+    subscriptionGroup.json), oldest first: one JSON object a line, {"dataVersion", "name", "value"}
+    (value null: deleted). Empty when the broker stopped cleanly; a torn last line is skipped."""
+    main = Path(path)
+    out = []
+    for suffix in JOURNAL_SUFFIXES:
+        try:
+            lines = main.with_name(main.name + suffix).read_bytes().split(b"\n")
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                out.append(entry)
+    return out
+
+
+def apply_journal(data: dict, table_key: str, entries: list[dict]) -> dict:
+    """`data` (a loaded topics.json / subscriptionGroup.json) with the journaled changes applied."""
+    table = dict(data.get(table_key) or {})
+    version = data.get("dataVersion")
+    for entry in entries:
+        if entry.get("value") is None:
+            table.pop(entry["name"], None)
+        else:
+            table[entry["name"]] = entry["value"]
+        version = entry.get("dataVersion") or version
+    return {**data, "dataVersion": version, table_key: table} if entries else data
+
+
 def int_keys(table: dict) -> dict[int, object]:
     """A fastjson Integer-keyed map with its keys as ints."""
     return {int(k): v for k, v in table.items()}

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .checkpoint import decode_checkpoint
-from .configfiles import load_config
+from .configfiles import apply_journal, journal_entries, load_config
 from .consumequeue import list_queues, queue_files, read_units, valid_prefix
 from .layout import StorePaths
 from .mappedfiles import ReadOnlyMap
@@ -206,12 +206,14 @@ def config_stats(root: Path) -> dict:
     out = {}
     if not cfg.is_dir():
         return out
-    topics = load_config(cfg / "topics.json")
-    out["topics"] = {"count": len(topics.data.get("topicConfigTable", {})), "source": topics.path.name,
-                     "warnings": topics.warnings}
-    groups = load_config(cfg / "subscriptionGroup.json")
-    out["subscription_groups"] = {"count": len(groups.data.get("subscriptionGroupTable", {})),
-                                  "source": groups.path.name, "warnings": groups.warnings}
+    for key, name, table in (("topics", "topics.json", "topicConfigTable"),
+                             ("subscription_groups", "subscriptionGroup.json", "subscriptionGroupTable")):
+        loaded = load_config(cfg / name)
+        journal = journal_entries(cfg / name)
+        data = apply_journal(loaded.data, table, journal)
+        warnings = loaded.warnings + ([f"{len(journal)} changes from {name}.journal applied (the broker did not "
+                                       "stop cleanly)"] if journal else [])
+        out[key] = {"count": len(data.get(table, {})), "source": loaded.path.name, "warnings": warnings}
     offsets = load_config(cfg / "consumerOffset.json")
     table = offsets.data.get("offsetTable", {})
     out["consumer_offsets"] = {"entries": {k: {int(q): o for q, o in v.items()} for k, v in table.items()},

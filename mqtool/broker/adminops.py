@@ -5,6 +5,7 @@ half-message resumption. The requests relayed to online consumers are in clientc
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 
@@ -90,7 +91,24 @@ async def broker_consume_stats(ctrl, conn, cmd):
             body.totalDiff += stats.total_diff()
             per_topic.append(stats)
         body.consumeStatsList.append({group: per_topic})
-    return ok(cmd, body)
+    return cmd.response(ResponseCode.SUCCESS, None, None, consume_stats_list_body(body))
+
+
+def consume_stats_list_body(body: ConsumeStatsList) -> bytes:
+    """jsonbody.dumps(body.to_json()) by string formatting: at 5,000 groups the general encoder
+    (MessageQueue keys written as JSON objects) took seconds of the broker's loop for each
+    `mqtool top` sample (tests hold the two equal)."""
+    def stats_text(stats) -> str:
+        rows = ",".join(
+            f'{{"brokerName":{json.dumps(q.brokerName, ensure_ascii=False)},"queueId":{q.queueId},'
+            f'"topic":{json.dumps(q.topic, ensure_ascii=False)}}}:{{"brokerOffset":{w.brokerOffset},'
+            f'"consumerOffset":{w.consumerOffset},"lastTimestamp":{w.lastTimestamp}}}'
+            for q, w in stats.offsetTable.items())
+        return f'{{"consumeTps":{json.dumps(float(stats.consumeTps))},"offsetTable":{{{rows}}}}}'
+    entries = ",".join("{" + ",".join(f'{json.dumps(g, ensure_ascii=False)}:[{",".join(map(stats_text, per))}]'
+                                      for g, per in entry.items()) + "}" for entry in body.consumeStatsList)
+    head = f'"brokerAddr":{json.dumps(body.brokerAddr, ensure_ascii=False)},' if body.brokerAddr is not None else ""
+    return f'{{{head}"consumeStatsList":[{entries}],"totalDiff":{body.totalDiff}}}'.encode()
 
 
 async def consume_time_span(ctrl, conn, cmd):

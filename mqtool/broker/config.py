@@ -46,6 +46,7 @@ class BrokerConfig:
     maxMessageSize: int = 4 * 1024 * 1024
     registerBrokerTimeoutMills: int = 6000
     registerNameServerPeriod: int = 30000
+    compressedRegister: bool = False   # the full registration's body deflated (RegisterBrokerBody.encode(true))
     longPollingEnable: bool = True
     shortPollingTimeMills: int = 1000
     notifyConsumerIdsChangedEnable: bool = True
@@ -91,7 +92,7 @@ class BrokerConfig:
 RUNTIME_KEYS = frozenset("""
     brokerPermission defaultTopicQueueNums longPollingEnable shortPollingTimeMills notifyConsumerIdsChangedEnable
     transactionTimeOut transactionCheckMax transactionCheckInterval flushConsumerOffsetInterval
-    rejectTransactionMessage slaveReadEnable registerBrokerTimeoutMills
+    rejectTransactionMessage slaveReadEnable registerBrokerTimeoutMills compressedRegister
     maxMessageSize flushCommitLogLeastPages syncFlushTimeout maxMsgsNumBatch defaultQueryMaxNum fileReservedTime
     cleanResourceInterval flushDelayOffsetInterval deleteWhen diskMaxUsedSpaceRatio cleanFileForciblyEnable
     maxTransferBytesOnMessageInMemory maxTransferCountOnMessageInMemory accessMessageInMemoryMaxRatio

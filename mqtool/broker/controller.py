@@ -7,7 +7,6 @@ import ipaddress
 import logging
 import os
 import time
-import zlib
 
 from mqtool.broker import admin, adminops, clientcalls, clientreq, pull, replica, runtime, send, transaction
 from mqtool.broker.acl import requests as acl_requests
@@ -18,12 +17,12 @@ from mqtool.broker.config import RUNTIME_KEYS, BrokerConfig, apply_properties
 from mqtool.broker.flushwait import FlushWaiters
 from mqtool.broker.offsets import ConsumerOffsetManager
 from mqtool.broker.pullhold import PullHoldService
+from mqtool.broker.registration import NamesrvRegistration
 from mqtool.broker.schedule import ScheduleService
 from mqtool.broker.stats import BrokerStats, timed_put
 from mqtool.broker.subscriptions import SubscriptionGroupManager
-from mqtool.broker.topics import PERM_RW, TopicConfig, TopicConfigManager
+from mqtool.broker.topics import TopicConfigManager
 from mqtool.common.javakeys import check_keys
-from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import HeaderError, RemotingError
@@ -108,6 +107,7 @@ FAST_HANDLERS = {code: h for code, h in HANDLERS.items() if code != RequestCode.
 MASTER_ID = 0
 SLAVE_SEEKING_MASTER_S = 3.0
 FILTER_PERSIST_MS = 10_000          # consumerFilter.json, as 4.9.8's scheduled persist (and at shutdown)
+CONFIG_REWRITE_S = 0.2        # topics.json / subscriptionGroup.json: one rewrite per this, at most
 
 
 class BrokerController:
@@ -168,6 +168,7 @@ class BrokerController:
         self.fast_server = Server(self.handle_fast, on_close=self._channel_closed,
                                   idle_timeout_s=config.serverChannelMaxIdleTimeSeconds)
         self.namesrv_client = RemotingClient()
+        self.registration = NamesrvRegistration(self)
         self.stats = BrokerStats(cluster=config.brokerClusterName)
         self.boot_ms = int(time.time() * 1000)
         self.ha_master = None
@@ -217,9 +218,9 @@ class BrokerController:
             self.schedule.start()
             self.tx_checker.start()
         self._register_soon = asyncio.Event()
-        self.topics.on_change = self.schedule_register
+        self.topics.on_change = self.registration.topic_changed
         self._tasks += [loop.create_task(self._register_loop()), loop.create_task(self._housekeeping()),
-                        loop.create_task(self._sampling())]
+                        loop.create_task(self._sampling()), loop.create_task(self._rewrite_configs())]
         if self.acl is not None:
             self._tasks.append(loop.create_task(self.acl.watch()))
             log.info("plain ACL enabled: %s", self.acl.manager.default_file)
@@ -321,6 +322,17 @@ class BrokerController:
         await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
         log.info("The broker[%s] shut down cleanly", self.config.brokerName)
 
+    async def _rewrite_configs(self) -> None:
+        """The changes journaled since the last rewrite go into topics.json and subscriptionGroup.json,
+        written and fsynced on a thread (configjournal.py)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(CONFIG_REWRITE_S)
+            for manager in (self.topics, self.groups):
+                job = manager.begin_compact()
+                if job is not None:
+                    await loop.run_in_executor(None, manager.file.finish_compact, job)
+
     async def _sampling(self) -> None:
         while True:
             await asyncio.sleep(1.0)
@@ -329,8 +341,8 @@ class BrokerController:
     async def _housekeeping(self) -> None:
         while True:
             await asyncio.sleep(self.config.flushConsumerOffsetInterval / 1000)
-            if self.offsets.dirty:
-                self.offsets.persist()
+            if self.offsets.dirty:        # the copy on the loop, the text and the file on a thread
+                await asyncio.get_running_loop().run_in_executor(None, self.offsets.write, self.offsets.snapshot())
             now = int(time.time() * 1000)
             for group, _ch in self.consumers.expire(now):
                 self.groups_left([group])
@@ -468,33 +480,8 @@ class BrokerController:
             self._register_soon.clear()
             await self.register_all()
 
-    def _register_body(self) -> bytes:
-        perm = self.config.brokerPermission
-        if perm & PERM_RW != PERM_RW:
-            # BrokerController.registerBrokerAll: a broker that is not both readable and writeable
-            # registers every topic with its own permission (as new TopicConfig(name, r, w, perm))
-            table = {k: TopicConfig(k, v.readQueueNums, v.writeQueueNums, perm).to_json()
-                     for k, v in self.topics.table.items()}
-        else:
-            table = {k: v.to_json() for k, v in self.topics.table.items()}
-        wrapper = {"dataVersion": self.topics.data_version.to_json(), "topicConfigTable": table}
-        return jsonbody.dumps({"filterServerList": [], "topicConfigSerializeWrapper": wrapper})
-
     async def register_all(self) -> None:
-        body = self._register_body()
-        ext = {"brokerName": self.config.brokerName, "brokerAddr": self.config.broker_addr,
-               "clusterName": self.config.brokerClusterName, "haServerAddr": self.ha_server_addr,
-               "brokerId": self.config.brokerId, "compressed": False, "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
-        for addr in self.config.namesrv_addrs:
-            try:
-                resp = await self.namesrv_client.invoke(addr, RemotingCommand.request(
-                    RequestCode.REGISTER_BROKER, ext, body, language="JAVA"), self.config.registerBrokerTimeoutMills / 1000)
-                if resp.code != 0:
-                    log.warning("register to name server %s failed: %s %s", addr, resp.code, resp.remark)
-                elif self.is_slave:
-                    self._learn_master(resp.ext_fields)
-            except RemotingError as exc:
-                log.warning("register to name server %s failed: %s", addr, exc)
+        await self.registration.register_all()
 
     def _learn_master(self, ext: dict) -> None:
         """A slave learns its master from the register response (haServerAddr, masterAddr)."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
 
@@ -41,6 +42,35 @@ REQUEST_LIMIT = 8192          # bytes of request line and headers read before an
 REQUEST_TIMEOUT_S = 10.0
 
 
+class Family:
+    """A gauge or counter family as prometheus_client's GaugeMetricFamily / CounterMetricFamily
+    make it, its samples kept as rows (label values, value): building ~85,000 Sample objects was
+    half a scrape at 10,000 topics and 5,000 groups. `samples` makes them on demand (tests give
+    these families to generate_latest); `text_format` reads the rows."""
+
+    def __init__(self, type_: str, name: str, documentation: str, labels=()):
+        self.type, self.name, self.documentation = type_, name, documentation
+        self.labels = list(labels)
+        self.sample_name = name + "_total" if type_ == "counter" else name
+        self.rows: list[tuple[list[str], float]] = []
+
+    def add_metric(self, values, value) -> None:
+        self.rows.append((values, value))
+
+    @property
+    def samples(self):
+        from prometheus_client.samples import Sample
+        return [Sample(self.sample_name, dict(zip(self.labels, values)), value) for values, value in self.rows]
+
+
+def Gauge(name: str, documentation: str, labels=()) -> Family:
+    return Family("gauge", name, documentation, labels)
+
+
+def Counter(name: str, documentation: str, labels=()) -> Family:
+    return Family("counter", name, documentation, labels)
+
+
 class BrokerCollector:
     """A prometheus_client custom collector over one BrokerController."""
 
@@ -48,12 +78,11 @@ class BrokerCollector:
         self.ctrl = ctrl
 
     def collect(self):
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
         ctrl = self.ctrl
         cluster, broker = ctrl.config.brokerClusterName, ctrl.config.brokerName
-        yield from self._broker(GaugeMetricFamily, CounterMetricFamily, cluster, broker)
-        yield from self._topics(GaugeMetricFamily, CounterMetricFamily, cluster, broker)
-        yield from self._groups(GaugeMetricFamily, CounterMetricFamily, cluster, broker)
+        yield from self._broker(Gauge, Counter, cluster, broker)
+        yield from self._topics(Gauge, Counter, cluster, broker)
+        yield from self._groups(Gauge, Counter, cluster, broker)
 
     # ------------------------------------------------------------------ broker
 
@@ -135,8 +164,12 @@ class BrokerCollector:
                            labels=labels)
         put_bytes = Counter("mqtool_topic_put_bytes", "Bytes stored in the topic since the broker started",
                             labels=labels)
+        queues_of: dict[str, list] = {}          # one pass over the queues there are, not one look-up per queue number
+        for (topic, q), cq in store.queues.items():
+            queues_of.setdefault(topic, []).append((q, cq))
         for topic, cfg in sorted(ctrl.topics.table.items()):
-            total = sum(max(store.max_offset(topic, q), 0) for q in range(max(cfg.readQueueNums, cfg.writeQueueNums)))
+            n = max(cfg.readQueueNums, cfg.writeQueueNums)
+            total = sum(max(cq.max_offset, 0) for q, cq in queues_of.get(topic, ()) if q < n)
             if topic.startswith(RETRY_PREFIX):
                 retry.add_metric([cluster, broker, topic], total)
             elif topic.startswith(DLQ_PREFIX):
@@ -167,6 +200,7 @@ class BrokerCollector:
         got_bytes = Counter("mqtool_group_get_bytes", "Bytes pulled by the group since the broker started",
                             labels=labels)
         now_ms = int(time.time() * 1000)
+        store_queues = store.queues              # drained once, not once per queue
         for key, queues in sorted(ctrl.offsets.table.items()):
             topic, _, group = key.partition("@")
             cfg = ctrl.topics.get(topic)
@@ -176,7 +210,8 @@ class BrokerCollector:
             oldest = now_ms
             for q in range(cfg.readQueueNums):
                 consumer = max(queues.get(q, 0), 0)
-                broker_offset = max(store.max_offset(topic, q), 0)
+                cq = store_queues.get((topic, q))
+                broker_offset = max(cq.max_offset, 0) if cq is not None else 0
                 consumed += consumer
                 if broker_offset > consumer:
                     behind += broker_offset - consumer
@@ -209,12 +244,58 @@ def _store_time(store, topic: str, qid: int, queue_offset: int) -> int:
 
 def render(ctrl) -> tuple[bytes, str]:
     """One scrape: the exposition text and its content type."""
-    from prometheus_client import CollectorRegistry, exposition
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(ctrl))
+    from prometheus_client import exposition
     # The 0.0.4 text format every Prometheus reads (newer prometheus_client default to 1.0.0).
     ctype = getattr(exposition, "CONTENT_TYPE_PLAIN_0_0_4", exposition.CONTENT_TYPE_LATEST)
-    return exposition.generate_latest(registry), ctype
+    return text_format(BrokerCollector(ctrl).collect()), ctype
+
+
+def _value(v) -> str:
+    if type(v) is int and -1_000_000 < v < 1_000_000:      # repr(float(v)), most values
+        return f"{v}.0"
+    d = float(v)
+    if -math.inf < d < 1e6:              # what floatToGoString gives these: repr
+        return repr(d)
+    from prometheus_client.utils import floatToGoString
+    return floatToGoString(d)
+
+
+def _label(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def text_format(families) -> bytes:
+    """prometheus_client's generate_latest (text format 0.0.4) for the gauge and counter families this
+    collector makes, at a tenth of its cost: 10,000 topics and 5,000 groups make ~85,000 samples,
+    which generate_latest took ~3 s to write (tests hold the two equal)."""
+    out: list[str] = []
+    written: dict[tuple, str] = {}        # a label set's text, made once: topic labels recur in 7 families
+    by_names: dict[tuple, dict[tuple, str]] = {}
+    for metric in families:
+        mname = metric.name + "_total" if metric.type == "counter" else metric.name
+        help_text = metric.documentation.replace("\\", "\\\\").replace("\n", "\\n")
+        out.append(f"# HELP {mname} {help_text}\n# TYPE {mname} {metric.type}\n")
+        if isinstance(metric, Family):
+            names, sample = metric.labels, metric.sample_name
+            order = sorted(range(len(names)), key=names.__getitem__)
+            seen = by_names.setdefault(tuple(names), {})
+            for values, value in metric.rows:
+                key = tuple(values)
+                labels = seen.get(key)
+                if labels is None:
+                    labels = seen[key] = ",".join(f'{names[i]}="{_label(values[i])}"' for i in order)
+                out.append(f"{sample}{{{labels}}} {_value(value)}\n" if names else f"{sample} {_value(value)}\n")
+            continue
+        for sample in metric.samples:
+            if sample.labels:
+                key = tuple(sample.labels.items())
+                labels = written.get(key)
+                if labels is None:
+                    labels = written[key] = ",".join(f'{k}="{_label(v)}"' for k, v in sorted(key))
+                out.append(f"{sample.name}{{{labels}}} {_value(sample.value)}\n")
+            else:
+                out.append(f"{sample.name} {_value(sample.value)}\n")
+    return "".join(out).encode("utf-8")
 
 
 class MetricsServer:

@@ -20,7 +20,8 @@ from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingError
-from mqtool_store.configfiles import dumps_fastjson, int_keys, write_config
+from mqtool.broker.offsets import offsets_text
+from mqtool_store.configfiles import int_keys, write_config
 
 log = logging.getLogger("mqtool.broker.slave")
 FIRST_SYNC_S = 3.0
@@ -30,9 +31,7 @@ SYNC_PERIOD_S = 10.0
 # ---------------------------------------------------------------------- master's answers
 
 async def all_consumer_offsets(ctrl, conn, cmd):
-    with ctrl.offsets.lock:
-        table = {k: dict(v) for k, v in ctrl.offsets.table.items()}
-    return cmd.response(ResponseCode.SUCCESS, None, None, dumps_fastjson({"offsetTable": table}).encode())
+    return cmd.response(ResponseCode.SUCCESS, None, None, offsets_text(ctrl.offsets.copy()).encode())
 
 
 async def all_delay_offsets(ctrl, conn, cmd):
@@ -110,7 +109,9 @@ class SlaveSynchronize:
                 ok = False
                 continue
             try:
-                apply(body)
+                done = apply(body)
+                if done is not None:          # the offsets are written on a thread
+                    await done
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 log.warning("metadata sync: bad %s body from %s: %s", code.name, self.master_addr, exc)
                 ok = False
@@ -138,19 +139,15 @@ class SlaveSynchronize:
         version = _version(data.get("dataVersion"))
         if version.to_json() == topics.data_version.to_json():
             return
-        with topics.lock:
-            topics.table = {k: TopicConfig.from_json(v) for k, v in data.get("topicConfigTable", {}).items()}
-            topics.data_version = version
-            topics.persist()
+        topics.replace_all({k: TopicConfig.from_json(v) for k, v in data.get("topicConfigTable", {}).items()}, version)
         log.info("topics copied from master %s (%d topics)", self.master_addr, len(topics.table))
 
-    def _offsets(self, body: bytes) -> None:
+    async def _offsets(self, body: bytes) -> None:
         data = jsonbody.loads(body) if body else {}
         offsets = self.ctrl.offsets
-        with offsets.lock:
-            for key, queues in data.get("offsetTable", {}).items():
-                offsets.table[key] = {int(q): int(v) for q, v in int_keys(queues).items()}
-        offsets.persist()
+        for key, queues in data.get("offsetTable", {}).items():
+            offsets.replace(key, {int(q): int(v) for q, v in int_keys(queues).items()})
+        await asyncio.get_running_loop().run_in_executor(None, offsets.write, offsets.snapshot())
 
     def _delay_offsets(self, body: bytes) -> None:
         if not body:
@@ -166,11 +163,8 @@ class SlaveSynchronize:
         version = _version(data.get("dataVersion"))
         if version.to_json() == groups.data_version.to_json():
             return
-        with groups.lock:
-            groups.table = {k: SubscriptionGroupConfig.from_json(v)
-                            for k, v in data.get("subscriptionGroupTable", {}).items()}
-            groups.data_version = version
-            groups.persist()
+        groups.replace_all({k: SubscriptionGroupConfig.from_json(v)
+                            for k, v in data.get("subscriptionGroupTable", {}).items()}, version)
 
 
 def _version(d: dict | None) -> DataVersion:

@@ -1,12 +1,14 @@
-"""Subscription groups (SubscriptionGroupManager.java), persisted to subscriptionGroup.json."""
+"""Subscription groups (SubscriptionGroupManager.java), persisted to subscriptionGroup.json (a journal
+line per change, the file rewritten at most once per short interval: configjournal.py)."""
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
+from mqtool.broker.configjournal import JournaledTable
 from mqtool.broker.topics import DataVersion
-from mqtool_store.configfiles import dumps_fastjson, load_config, write_config
+from mqtool_store.configfiles import load_config
 
 SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "__MONITOR_CONSUMER", "CLIENT_INNER_PRODUCER",
                  "SELF_TEST_P_GROUP", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY", "CID_ONSAPI_PERMISSION",
@@ -26,7 +28,14 @@ class SubscriptionGroupConfig:
     whichBrokerWhenConsumeSlowly: int = 1
 
     def to_json(self) -> dict:
-        return asdict(self)   # fields are declared in fastjson's alphabetical order
+        """asdict's dict, written out (asdict's deep copy was a fifth of GET_ALL_SUBSCRIPTIONGROUP_CONFIG's
+        time at 5,000 groups); tests hold the two equal, order included."""
+        return {"groupName": self.groupName, "brokerId": self.brokerId,
+                "consumeBroadcastEnable": self.consumeBroadcastEnable, "consumeEnable": self.consumeEnable,
+                "consumeFromMinEnable": self.consumeFromMinEnable,
+                "notifyConsumerIdsChangedEnable": self.notifyConsumerIdsChangedEnable,
+                "retryMaxTimes": self.retryMaxTimes, "retryQueueNums": self.retryQueueNums,
+                "whichBrokerWhenConsumeSlowly": self.whichBrokerWhenConsumeSlowly}
 
     @classmethod
     def from_json(cls, d: dict) -> "SubscriptionGroupConfig":
@@ -37,6 +46,7 @@ class SubscriptionGroupConfig:
 class SubscriptionGroupManager:
     def __init__(self, config_dir: Path, auto_create: bool = True):
         self.path = Path(config_dir) / "subscriptionGroup.json"
+        self.file = JournaledTable(self.path, "subscriptionGroupTable")
         self.auto_create = auto_create
         self.lock = threading.RLock()
         self.table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
@@ -44,33 +54,57 @@ class SubscriptionGroupManager:
         loaded = load_config(self.path)
         for name, d in loaded.data.get("subscriptionGroupTable", {}).items():
             self.table[name] = SubscriptionGroupConfig.from_json(d)
+        dv = loaded.data.get("dataVersion")
+        if dv:
+            self.data_version = DataVersion(int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
+        for entry in self.file.replay():          # changes made after the file was last written
+            if entry["value"] is None:
+                self.table.pop(entry["name"], None)
+            else:
+                self.table[entry["name"]] = SubscriptionGroupConfig.from_json(entry["value"])
+            dv = entry.get("dataVersion") or {}
+            self.data_version = DataVersion(int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
+        self.file.reset({k: v.to_json() for k, v in self.table.items()})
+
+    def text(self) -> str:
+        return self.file.text(self.data_version.to_json())
 
     def persist(self) -> None:
+        """The whole file now, journal dropped (start, stop, a slave's copy)."""
         with self.lock:
-            write_config(self.path, dumps_fastjson({
-                "dataVersion": self.data_version.to_json(),
-                "subscriptionGroupTable": {k: v.to_json() for k, v in self.table.items()}}))
+            self.file.write_now(self.text())
+
+    def begin_compact(self):
+        with self.lock:
+            return self.file.begin_compact(self.data_version.to_json())
+
+    def replace_all(self, table: dict[str, SubscriptionGroupConfig], version: DataVersion) -> None:
+        """A slave's copy of its master's table (its file is rewritten within CONFIG_REWRITE_S)."""
+        with self.lock:
+            self.table = table
+            self.data_version = version
+            self.file.reset({k: v.to_json() for k, v in table.items()})
+            self.file.mark_stale()            # written by the next rewrite, off the loop
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """findSubscriptionGroupConfig: auto-created when autoCreateSubscriptionGroup."""
         with self.lock:
             cfg = self.table.get(group)
             if cfg is None and self.auto_create:
-                cfg = self.table[group] = SubscriptionGroupConfig(group)
-                self.data_version.next()
-                self.persist()
+                self.update(SubscriptionGroupConfig(group))
+                cfg = self.table[group]
             return cfg
 
     def update(self, cfg: SubscriptionGroupConfig) -> None:
         with self.lock:
             self.table[cfg.groupName] = cfg
             self.data_version.next()
-            self.persist()
+            self.file.record(cfg.groupName, cfg.to_json(), self.data_version.to_json())
 
     def delete(self, group: str) -> bool:
         with self.lock:
             if self.table.pop(group, None) is None:
                 return False
             self.data_version.next()
-            self.persist()
+            self.file.record(group, None, self.data_version.to_json())
             return True

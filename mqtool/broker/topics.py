@@ -1,4 +1,5 @@
-"""Topic configs: the system topics a 4.9.8 broker creates, auto-creation, persistence to topics.json."""
+"""Topic configs: the system topics a 4.9.8 broker creates, auto-creation, persistence to topics.json
+(a journal line per change, the file rewritten at most once per short interval: configjournal.py)."""
 from __future__ import annotations
 
 import re
@@ -7,8 +8,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqtool.broker.configjournal import JournaledTable
 from mqtool_store.codes import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS, Perm
-from mqtool_store.configfiles import dumps_fastjson, load_config, write_config
+from mqtool_store.configfiles import load_config
 
 TOPIC_MAX_LENGTH = 127
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -79,11 +81,12 @@ class TopicConfigManager:
                  default_queue_nums: int = 8, cluster_topic: bool = True, broker_topic: bool = True,
                  trace_topic: str | None = None):
         self.path = Path(config_dir) / "topics.json"
+        self.file = JournaledTable(self.path, "topicConfigTable")
         self.lock = threading.RLock()
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self.warnings: list[str] = []
-        self.on_change = None      # called after a topic is created, changed or deleted (re-register)
+        self.on_change = None      # on_change(cfg): a topic was created or changed (register it)
         inherit = int(Perm.PERM_INHERIT)
         system = [TopicConfig("SELF_TEST_TOPIC", 1, 1)]
         if auto_create:
@@ -110,12 +113,34 @@ class TopicConfigManager:
         dv = loaded.data.get("dataVersion")
         if dv:
             self.data_version = DataVersion(int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
+        for entry in self.file.replay():          # changes made after the file was last written
+            if entry["value"] is None:
+                self.table.pop(entry["name"], None)
+            else:
+                self.table[entry["name"]] = TopicConfig.from_json(entry["value"])
+            dv = entry.get("dataVersion") or {}
+            self.data_version = DataVersion(int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
+        self.file.reset({k: v.to_json() for k, v in self.table.items()})
+
+    def text(self) -> str:
+        return self.file.text(self.data_version.to_json())
 
     def persist(self) -> None:
+        """The whole file now, journal dropped (start, stop, a slave's copy)."""
         with self.lock:
-            data = {"dataVersion": self.data_version.to_json(),
-                    "topicConfigTable": {k: v.to_json() for k, v in self.table.items()}}
-            write_config(self.path, dumps_fastjson(data))
+            self.file.write_now(self.text())
+
+    def begin_compact(self):
+        with self.lock:
+            return self.file.begin_compact(self.data_version.to_json())
+
+    def replace_all(self, table: dict[str, TopicConfig], version: DataVersion) -> None:
+        """A slave's copy of its master's table (its file is rewritten within CONFIG_REWRITE_S)."""
+        with self.lock:
+            self.table = table
+            self.data_version = version
+            self.file.reset({k: v.to_json() for k, v in table.items()})
+            self.file.mark_stale()            # written by the next rewrite, off the loop
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)
@@ -124,18 +149,18 @@ class TopicConfigManager:
         with self.lock:
             self.table[cfg.topicName] = cfg
             self.data_version.next()
-            self.persist()
+            self.file.record(cfg.topicName, cfg.to_json(), self.data_version.to_json())
         if self.on_change:
-            self.on_change()
+            self.on_change(cfg)
 
     def delete(self, topic: str) -> bool:
+        """deleteTopicConfig: a new data version, no registration (as 4.9.8: the name server keeps
+        the route until DELETE_TOPIC_IN_NAMESRV)."""
         with self.lock:
             if self.table.pop(topic, None) is None:
                 return False
             self.data_version.next()
-            self.persist()
-        if self.on_change:
-            self.on_change()
+            self.file.record(topic, None, self.data_version.to_json())
         return True
 
     def create_in_send(self, topic: str, default_topic: str, queue_nums: int, sys_flag: int = 0) -> TopicConfig | None:

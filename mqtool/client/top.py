@@ -8,6 +8,8 @@ of offsets between two samples over the time between them, so they are live, not
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -40,6 +42,34 @@ def sparkline(values: list[int] | deque) -> str:
 def is_system_topic(topic: str, broker_names: set[str], clusters: set[str]) -> bool:
     return (topic.startswith(SYSTEM_PREFIXES) or topic in broker_names or topic in clusters
             or topic.endswith("_REPLY_TOPIC"))
+
+
+_MAX_OFFSET = re.compile(rb'"maxOffset":(-?\d+)')
+
+
+def max_offsets_sum(body: bytes) -> int:
+    """The sum of a TopicStatsTable's maxOffset values, read without parsing its MessageQueue keys
+    (JSON objects as keys: the general reader's slow path, 1.4 ms a topic; tests hold the two equal)."""
+    return sum(int(v) for v in _MAX_OFFSET.findall(body))
+
+
+_MQ_KEY = re.compile(rb'\{"brokerName":"(?:[^"\\]|\\.)*","queueId":(-?\d+),"topic":"((?:[^"\\]|\\.)*)"\}:')
+
+
+def consume_stats_list(body: bytes) -> dict:
+    """A ConsumeStatsList with each MessageQueue key read as "topic\\0queueId" (top needs the topic):
+    the keys, JSON objects, are turned into JSON strings and the rest read by the json module; the
+    general reader (which takes any body this does not fit) took seconds at 5,000 groups."""
+    try:
+        return json.loads(_MQ_KEY.sub(rb'"\2\\u0000\1":', body))
+    except ValueError:
+        return jsonbody.loads(body)
+
+
+def _topic_of(key) -> str:
+    if hasattr(key, "as_dict"):
+        return key.as_dict().get("topic", "")
+    return str(key).split("\0", 1)[0]
 
 
 def rate(now: float, before: float | None, dt: float) -> float | None:
@@ -118,8 +148,7 @@ class ClusterWatch:
                 except (RemotingError, OSError):
                     return
             if r.code == 0 and r.body:
-                table = jsonbody.loads(r.body).get("offsetTable", {})
-                s.topics[topic] = s.topics.get(topic, 0) + sum(v["maxOffset"] for v in table.values())
+                s.topics[topic] = s.topics.get(topic, 0) + max_offsets_sum(r.body)
         await asyncio.gather(*(one(t) for t in topics))
 
     async def _groups(self, addr: str, s: Sample) -> None:
@@ -129,11 +158,11 @@ class ClusterWatch:
         except (RemotingError, RemotingCommandError, OSError):
             return
         now_ms = int(time.time() * 1000)
-        for entry in jsonbody.loads(resp.body).get("consumeStatsList", []):
+        for entry in consume_stats_list(resp.body).get("consumeStatsList", []):
             for group, per_topic in entry.items():
                 for stats in per_topic:
                     for key, w in stats.get("offsetTable", {}).items():
-                        topic = key.as_dict().get("topic", "") if hasattr(key, "as_dict") else ""
+                        topic = _topic_of(key)
                         g = s.groups.setdefault((group, topic), {"broker_offset": 0, "consumer_offset": 0,
                                                                  "lag": 0, "behind_ms": 0})
                         g["broker_offset"] += w["brokerOffset"]

@@ -78,7 +78,7 @@ NOT_IMPLEMENTED = [
         disableConsumeIfConsumerReadSlowly consumerFallbehindThreshold diskFallRecorded""",
      "not implemented"),
     ("""flushConsumerOffsetHistoryInterval startAcceptSendRequestTimeStamp highSpeedMode
-        compressedRegister forceRegister fetchNamesrvAddrByAddressServer storeReplyMessageEnable enableDetailStat
+        forceRegister fetchNamesrvAddrByAddressServer storeReplyMessageEnable enableDetailStat
         autoDeleteUnusedStats isolateLogEnable configBlackList useTLS""",
      "not implemented"),
 ]

@@ -44,6 +44,7 @@ class RouteTable:
     clusters: dict[str, list[str]] = field(default_factory=dict)                  # cluster -> brokerNames
     live: dict[str, BrokerLive] = field(default_factory=dict)                     # brokerAddr -> liveness
     filter_servers: dict[str, list[str]] = field(default_factory=dict)            # brokerAddr -> filter servers
+    generation: int = 0       # counts changes of which brokers serve which topics (the topic lists' cache key)
 
     # ---------------------------------------------------------------- registration
 
@@ -62,12 +63,12 @@ class RouteTable:
             del bd.brokerAddrs[bid]
         first = first or broker_id not in bd.brokerAddrs
         bd.brokerAddrs[broker_id] = broker_addr
+        if first:
+            self.generation += 1
         version = wrapper.dataVersion if wrapper is not None else DataVersion()
         if wrapper is not None and broker_id == MASTER_ID:
             if self.topic_config_changed(broker_addr, version) or first:
-                for tc in wrapper.topicConfigTable.values():
-                    self.topic_queues.setdefault(tc.topicName, {})[broker_name] = QueueData(
-                        broker_name, tc.readQueueNums, tc.writeQueueNums, int(tc.perm), tc.topicSysFlag)
+                self.put_queues(broker_name, queue_rows(wrapper))
         self.live[broker_addr] = BrokerLive(broker_addr, now_ms, version, channel, ha_server_addr)
         if filter_servers is not None:
             if filter_servers:
@@ -79,6 +80,28 @@ class RouteTable:
             if master is not None and master in self.live:
                 return RegisterResult(master, self.live[master].ha_server_addr)
         return RegisterResult()
+
+    def put_queues(self, broker_name: str, rows) -> None:
+        """The broker's queue data for each (topic, read, write, perm, sysflag) row."""
+        table = self.topic_queues
+        added = False
+        for name, r, w, perm, flag in rows:
+            queues = table.get(name)
+            if queues is None:
+                queues = table[name] = {}
+            if broker_name not in queues:
+                added = True
+            queues[broker_name] = QueueData(broker_name, r, w, perm, flag)
+        if added:                 # the topic lists change only when a topic or a broker of it comes
+            self.generation += 1
+
+    def takes_topics(self, broker_addr: str, broker_name: str, broker_id: int, version: DataVersion) -> bool:
+        """Whether `register` will read the topics of this registration (a master that is new or
+        whose data version changed)."""
+        if broker_id != MASTER_ID:
+            return False
+        bd = self.brokers.get(broker_name)
+        return bd is None or broker_id not in bd.brokerAddrs or self.topic_config_changed(broker_addr, version)
 
     def topic_config_changed(self, broker_addr: str, version: DataVersion) -> bool:
         prev = self.live.get(broker_addr)
@@ -94,6 +117,7 @@ class RouteTable:
             self.live[broker_addr].last_update_ms = now_ms
 
     def unregister(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
+        self.generation += 1
         self.live.pop(broker_addr, None)
         self.filter_servers.pop(broker_addr, None)
         bd = self.brokers.get(broker_name)
@@ -127,6 +151,7 @@ class RouteTable:
         return found
 
     def _remove_addr(self, addr: str) -> None:
+        self.generation += 1
         self.live.pop(addr, None)
         self.filter_servers.pop(addr, None)
         for name, bd in list(self.brokers.items()):
@@ -177,7 +202,7 @@ class RouteTable:
 
     def topics_of_cluster(self, cluster: str) -> TopicList:
         names = set(self.clusters.get(cluster, ()))
-        return TopicList(sorted(t for t, q in self.topic_queues.items() if names & q.keys()))
+        return TopicList(sorted(t for t, q in self.topic_queues.items() if not names.isdisjoint(q)))
 
     def system_topics(self) -> TopicList:
         """Cluster and broker names (each is also a topic) plus one broker address to ask."""
@@ -218,6 +243,7 @@ class RouteTable:
 
     def delete_topic(self, topic: str, cluster: str | None = None) -> None:
         """Remove the topic everywhere, or (with a cluster) only that cluster's brokers' queues."""
+        self.generation += 1
         if not cluster:
             self.topic_queues.pop(topic, None)
             return
@@ -228,3 +254,13 @@ class RouteTable:
             queues.pop(name, None)
         if not queues:
             del self.topic_queues[topic]
+
+
+def queue_rows(wrapper) -> list[tuple[str, int, int, int, int]]:
+    """(topic, readQueueNums, writeQueueNums, perm, topicSysFlag) of each topic a registration carries:
+    the name server's lazily read body (registerbody.py) or a TopicConfigSerializeWrapper."""
+    rows = getattr(wrapper, "queue_rows", None)
+    if rows is not None:
+        return rows()
+    return [(tc.topicName, tc.readQueueNums, tc.writeQueueNums, int(tc.perm), tc.topicSysFlag)
+            for tc in wrapper.topicConfigTable.values()]

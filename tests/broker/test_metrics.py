@@ -80,6 +80,7 @@ def test_metrics_carry_topic_counters_and_group_lag(tmp_path):
                 broker.store.commitlog_max_offset
             assert value(found, "rocketmq_brokeruntime_msg_put_total_today_now", brokerIP=addr) == 10
             assert body_bytes < value(found, "mqtool_broker_put_bytes_total", broker="broker-a")
+            assert_writer_is_generate_latest(broker)
 
             # the group catches up: its lag falls to 0, in messages and in time
             await c.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
@@ -93,6 +94,25 @@ def test_metrics_carry_topic_counters_and_group_lag(tmp_path):
             await broker.stop()
             await ns.stop()
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def assert_writer_is_generate_latest(broker):
+    """metrics.text_format writes what prometheus_client's generate_latest writes, byte for byte,
+    odd label values and numbers past a million included."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from mqtool.broker import metrics
+    broker.offsets.commit('odd"group\\x\nline', TOPIC, 0, 3)
+    broker.stats.topic_totals["MetricsTopic"] = (12_345_678, 10 ** 12)
+    families = list(metrics.BrokerCollector(broker).collect())      # one collection (times move)
+
+    class Fixed:
+        def collect(self):
+            return iter(families)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Fixed())
+    expected = generate_latest(registry)
+    assert b"e+" in expected and b'odd\\"group' in expected
+    assert metrics.text_format(families) == expected
 
 
 def test_lag_in_time_is_the_age_of_the_oldest_unconsumed_message(tmp_path):

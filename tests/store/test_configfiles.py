@@ -41,3 +41,22 @@ def test_corrupt_main_falls_back_to_bak(tmp_path):
 def test_missing_everything_is_empty(tmp_path):
     loaded = load_config(tmp_path / "consumerOffset.json")
     assert loaded.data == {} and not loaded.used_backup
+
+
+def test_a_journal_left_by_a_killed_broker_is_applied_in_order(tmp_path):
+    from mqtool_store.configfiles import apply_journal, journal_entries
+    from mqtool_store.stats import config_stats
+    cfg = tmp_path / "config"
+    cfg.mkdir()
+    (cfg / "topics.json").write_text('{"dataVersion":{"counter":1,"timestamp":1},"topicConfigTable":'
+                                     '{"A":{"topicName":"A"},"B":{"topicName":"B"}}}')
+    (cfg / "topics.json.journal.old").write_text('{"dataVersion":{"counter":2,"timestamp":2},"name":"C",'
+                                                 '"value":{"topicName":"C"}}\n')
+    (cfg / "topics.json.journal").write_text('{"dataVersion":{"counter":3,"timestamp":3},"name":"A","value":null}\n'
+                                             '{"dataVersion":{"counter":4,"timest')     # torn: never acknowledged
+    entries = journal_entries(cfg / "topics.json")
+    assert [e["name"] for e in entries] == ["C", "A"]
+    data = apply_journal({"topicConfigTable": {"A": {}, "B": {}}}, "topicConfigTable", entries)
+    assert sorted(data["topicConfigTable"]) == ["B", "C"] and data["dataVersion"]["counter"] == 3
+    stats = config_stats(tmp_path)["topics"]
+    assert stats["count"] == 2 and "2 changes from topics.json.journal" in stats["warnings"][0]

@@ -1,0 +1,204 @@
+"""Topic and group changes at a cost that does not grow with the table: incremental registration
+with the name server, compressed full registration, journaled config files that survive a kill -9."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from mqtool.namesrv import server as server_module
+from mqtool_remoting import jsonbody
+from mqtool_remoting.bodies import RegisterBrokerBody
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.transport import RemotingClient
+from tests.broker.test_broker_server import running_pair, run
+from tests.servers import Process, free_port, start_broker
+
+
+def create_topic_cmd(topic: str, queues: int = 4) -> RemotingCommand:
+    return RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues, "perm": 6,
+        "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False})
+
+
+@pytest.fixture
+def registrations(monkeypatch) -> list[tuple[dict, RegisterBrokerBody]]:
+    """Every REGISTER_BROKER a name server handles, with its decoded body."""
+    seen = []
+    real = server_module._HANDLERS[RequestCode.REGISTER_BROKER]
+
+    def spy(ns, conn, cmd):
+        compressed = cmd.ext_fields.get("compressed") == "true"
+        seen.append((dict(cmd.ext_fields), RegisterBrokerBody.decode(cmd.body, compressed)))
+        return real(ns, conn, cmd)
+    monkeypatch.setitem(server_module._HANDLERS, RequestCode.REGISTER_BROKER, spy)
+    return seen
+
+
+def test_a_created_topic_is_registered_alone_with_the_new_data_version_before_the_answer(tmp_path, registrations):
+    async def scenario():
+        async with running_pair(tmp_path) as (ns, broker, client):
+            addr = broker.config.broker_addr
+            assert len(registrations) == 1              # the full one at start
+            del registrations[:]
+            resp = await client.invoke(addr, create_topic_cmd("IncTopic", 3), 5)
+            seen = registrations
+            assert resp.code == ResponseCode.SUCCESS
+            # answered after the registration: the route is there at once
+            assert ns.routes.route("IncTopic").queueDatas[0].writeQueueNums == 3
+            assert len(seen) == 1
+            ext, body = seen[0]
+            wrapper = body.topicConfigSerializeWrapper
+            assert list(wrapper.topicConfigTable) == ["IncTopic"]
+            assert wrapper.dataVersion.counter == broker.topics.data_version.counter
+            assert ext["compressed"] == "false"
+            # the periodic full registration still carries every topic (and does not drop any)
+            await broker.register_all()
+            assert len(seen[-1][1].topicConfigSerializeWrapper.topicConfigTable) == len(broker.topics.table)
+            # a delete registers nothing (4.9.8: the route goes with DELETE_TOPIC_IN_NAMESRV)
+            n = len(seen)
+            req = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "IncTopic"})
+            assert (await client.invoke(addr, req, 5)).code == ResponseCode.SUCCESS
+            assert len(seen) == n
+    run(scenario())
+
+
+def test_concurrent_creates_share_registrations(tmp_path, registrations):
+    async def scenario():
+        async with running_pair(tmp_path) as (ns, broker, client):
+            del registrations[:]
+            seen = registrations
+            addr = broker.config.broker_addr
+            resps = await asyncio.gather(*(client.invoke(addr, create_topic_cmd(f"Burst{i}"), 10) for i in range(40)))
+            assert all(r.code == ResponseCode.SUCCESS for r in resps)
+            assert all(ns.routes.route(f"Burst{i}") is not None for i in range(40))
+            registered = [t for _, body in seen for t in body.topicConfigSerializeWrapper.topicConfigTable]
+            assert sorted(registered) == sorted(f"Burst{i}" for i in range(40))      # each once
+            assert len(seen) < 40
+            last = seen[-1][1].topicConfigSerializeWrapper.dataVersion
+            assert last.counter == broker.topics.data_version.counter
+    run(scenario())
+
+
+def test_compressed_register_sends_the_deflated_body_the_name_server_reads(tmp_path, registrations):
+    async def scenario():
+        async with running_pair(tmp_path, compressedRegister=True) as (ns, broker, client):
+            seen = registrations
+            for i in range(70):          # past the size at which the body is deflated on a thread
+                broker.topics.update(broker.topics.get("TBW102").__class__(f"Z{i}", 2, 2))
+            await broker.register_all()
+            ext, body = seen[-1]
+            assert ext["compressed"] == "true"
+            assert set(body.topicConfigSerializeWrapper.topicConfigTable) == set(broker.topics.table)
+            assert ns.routes.route("Z69").queueDatas[0].readQueueNums == 2
+            resp = await client.invoke(broker.config.broker_addr, create_topic_cmd("ZInc", 5), 5)
+            assert resp.code == ResponseCode.SUCCESS and ns.routes.route("ZInc").queueDatas[0].readQueueNums == 5
+            assert seen[-1][0]["compressed"] == "true"
+    run(scenario())
+
+
+@pytest.mark.slow
+def test_changes_acknowledged_before_a_kill_9_are_there_after_restart(tmp_path):
+    ns_port = free_port()
+    ns = Process(["namesrv", "start", "--listen", f"127.0.0.1:{ns_port}", "--kv-config", str(tmp_path / "kv.json")],
+                 "boot success")
+    broker, addr = start_broker(tmp_path, f"127.0.0.1:{ns_port}")
+    try:
+        async def changes():
+            client = RemotingClient()
+            try:
+                for i in range(30):
+                    assert (await client.invoke(addr, create_topic_cmd(f"Kept{i}", 2), 5)).code == 0
+                req = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                                              body=jsonbody.dumps({"groupName": "KeptGroup", "retryMaxTimes": 5}))
+                assert (await client.invoke(addr, req, 5)).code == 0
+                req = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Kept0"})
+                assert (await client.invoke(addr, req, 5)).code == 0
+            finally:
+                await client.close()
+        asyncio.run(changes())
+        os.kill(broker.proc.pid, signal.SIGKILL)          # at once, most likely before the files' next rewrite
+        broker.proc.wait(10)
+        broker.proc.stderr.close()
+        port = int(addr.rsplit(":", 1)[1])
+        conf = tmp_path / "broker-a.conf"
+        broker = Process(["broker", "start", "-n", f"127.0.0.1:{ns_port}", "-c", str(conf), "--listen",
+                          f"127.0.0.1:{port}", "--store-dir", str(tmp_path / "store-broker-a")], "boot success")
+
+        async def check():
+            client = RemotingClient()
+            try:
+                topics = jsonbody.loads((await client.invoke(addr, RemotingCommand.request(
+                    RequestCode.GET_ALL_TOPIC_CONFIG), 5)).body)["topicConfigTable"]
+                groups = jsonbody.loads((await client.invoke(addr, RemotingCommand.request(
+                    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG), 5)).body)["subscriptionGroupTable"]
+            finally:
+                await client.close()
+            return topics, groups
+        topics, groups = asyncio.run(check())
+        assert all(f"Kept{i}" in topics for i in range(1, 30)) and "Kept0" not in topics
+        assert topics["Kept29"]["readQueueNums"] == 2
+        assert groups["KeptGroup"]["retryMaxTimes"] == 5
+    finally:
+        assert broker.stop() in (0, -signal.SIGKILL)
+        assert ns.stop() == 0
+
+
+def test_topic_stats_body_and_tops_reading_of_it_match_the_general_codec():
+    from mqtool.broker.admin import topic_stats_body
+    from mqtool.client.top import max_offsets_sum
+    from mqtool_remoting.jsonbody import ObjectKey
+    rows = [(0, 1700000000123, 42, 3), (1, 0, 0, 0), (7, 5, 10 ** 12, 7)]
+    table = {ObjectKey(sorted({"brokerName": 'b"é', "queueId": q, "topic": "T%RETRY%x"}.items())):
+             {"lastUpdateTimestamp": last, "maxOffset": mx, "minOffset": mn} for q, last, mx, mn in rows}
+    body = topic_stats_body('b"é', "T%RETRY%x", rows)
+    assert body == jsonbody.dumps({"offsetTable": table})
+    assert topic_stats_body("b", "T", []) == jsonbody.dumps({"offsetTable": {}})
+    assert max_offsets_sum(body) == sum(v["maxOffset"] for v in jsonbody.loads(body)["offsetTable"].values())
+
+
+def test_broker_consume_stats_body_and_tops_reading_of_it_match_the_general_codec():
+    from mqtool.broker.adminops import consume_stats_list_body
+    from mqtool.client.top import _topic_of, consume_stats_list
+    from mqtool_remoting.bodies import ConsumeStats, ConsumeStatsList, MessageQueue, OffsetWrapper
+
+    def stats(topic, n, tps):
+        return ConsumeStats({MessageQueue(topic, 'b"é', q): OffsetWrapper(100 + q, 90 + q, 1700000000000 + q)
+                             for q in range(n)}, tps)
+    body = ConsumeStatsList([{"G1": [stats("TA", 3, 1.5), stats('T\\"x', 2, 0.0)]}, {"G2": []},
+                             {'G"é': [stats("TA", 8, 0.25)]}], "127.0.0.1:10911", 42)
+    data = consume_stats_list_body(body)
+    assert data == jsonbody.dumps(body.to_json())
+    assert consume_stats_list_body(ConsumeStatsList()) == jsonbody.dumps(ConsumeStatsList().to_json())
+
+    def sums(parsed):
+        out = {}
+        for entry in parsed["consumeStatsList"]:
+            for group, per_topic in entry.items():
+                for st in per_topic:
+                    for key, w in st["offsetTable"].items():
+                        k = (group, _topic_of(key))
+                        out[k] = out.get(k, 0) + w["brokerOffset"] * 1000 + w["consumerOffset"]
+        return out
+    fast, general = sums(consume_stats_list(data)), sums(jsonbody.loads(data))
+    assert fast == general and len(fast) == 3 and ("G1", 'T\\"x') in fast
+
+
+def test_the_plain_full_registration_body_is_what_register_broker_body_encodes(tmp_path, registrations):
+    async def scenario():
+        async with running_pair(tmp_path) as (ns, broker, client):
+            sent = []
+            real = broker.namesrv_client.invoke
+
+            async def spy(addr, cmd, timeout):
+                sent.append(cmd)
+                return await real(addr, cmd, timeout)
+            broker.namesrv_client.invoke = spy
+            await broker.register_all()
+            body = RegisterBrokerBody.decode(sent[-1].body, False)
+            assert sent[-1].body == body.encode(False)
+            assert set(body.topicConfigSerializeWrapper.topicConfigTable) == set(broker.topics.table)
+    run(scenario())
