@@ -73,13 +73,17 @@ def stream_latency(spark, ns: str, topic: str, rate: int, seconds: float, tmp: P
         time.sleep(0.2)
     time.sleep(1.0)                                   # the sink's commit of that batch
     q.stop()
-    lat = []
-    for entry in sorted((out / "_spark_metadata").iterdir()):
-        if not entry.name.isdigit():
-            continue
+    lat, seen = [], set()
+    entries = [e for e in (out / "_spark_metadata").iterdir() if e.name.split(".")[0].isdigit()]
+    # Batch N's entry is "N", or "N.compact" every 10th batch (all files so far): a file's commit time
+    # is the mtime of the first entry that lists it.
+    for entry in sorted(entries, key=lambda e: int(e.name.split(".")[0])):
         committed_ms = entry.stat().st_mtime * 1000
         for line in entry.read_text().splitlines()[1:]:
             path = json.loads(line)["path"]
+            if path in seen:
+                continue
+            seen.add(path)
             ts = pq.read_table(path.removeprefix("file:"), columns=["store_timestamp"]).column(0).to_pylist()
             lat += [committed_ms - t for t in ts]
     lat.sort()
