@@ -392,8 +392,9 @@ def test_acl_keys_sign_the_reads_and_a_refusal_is_one_line(spark, tmp_path, monk
     ns_proc = Process(["namesrv", "start", "--listen", f"127.0.0.1:{port}", "--kv-config", str(tmp_path / "kv.json")],
                       "boot success")
     ns = f"127.0.0.1:{port}"
-    broker, _ = start_broker(tmp_path, ns, "broker-acl", "aclEnable=true\n")
+    broker = None
     try:
+        broker, _ = start_broker(tmp_path, ns, "broker-acl", "aclEnable=true\n")
         admin = ("--access-key", "sparkadmin", "--secret-key", "12345678")
         run_cli("topic", "create", "-n", ns, "-t", "AclLive", "-r", "2", "-w", "2", *admin, check=True)
         run_cli("send", "-n", ns, "-t", "AclLive", "--access-key", "sparkreader", "--secret-key", "12345678",
@@ -407,5 +408,6 @@ def test_acl_keys_sign_the_reads_and_a_refusal_is_one_line(spark, tmp_path, monk
         assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1 and "signature" in bad.stderr.lower(), bad.stderr
     finally:
-        broker.stop()
+        if broker is not None:
+            broker.stop()
         ns_proc.stop()
