@@ -43,6 +43,21 @@ class JournaledTable:
         """The journal lines left by a broker that did not stop cleanly, oldest first."""
         return journal_entries(self.path)
 
+    def load_into(self, table: dict, data: dict, from_json) -> dict | None:
+        """The file's table (`data`, as load_config read it) and then the journaled changes made
+        after the file was last written, into `table` (values made by `from_json`). Returns the
+        data version they end with (a dict), or None when neither had one."""
+        for name, d in data.get(self.table_key, {}).items():
+            table[name] = from_json(d)
+        version = data.get("dataVersion") or None
+        for entry in self.replay():
+            if entry["value"] is None:
+                table.pop(entry["name"], None)
+            else:
+                table[entry["name"]] = from_json(entry["value"])
+            version = entry.get("dataVersion") or {}
+        return version
+
     # ------------------------------------------------------------------ changes
 
     def record(self, name: str, value: dict | None, version: dict) -> None:

@@ -136,7 +136,7 @@ class SlaveSynchronize:
     def _topics(self, body: bytes) -> None:
         data = jsonbody.loads(body)
         topics = self.ctrl.topics
-        version = _version(data.get("dataVersion"))
+        version = DataVersion.from_json(data.get("dataVersion") or {})
         if version.to_json() == topics.data_version.to_json():
             return
         topics.replace_all({k: TopicConfig.from_json(v) for k, v in data.get("topicConfigTable", {}).items()}, version)
@@ -160,13 +160,9 @@ class SlaveSynchronize:
     def _groups(self, body: bytes) -> None:
         data = jsonbody.loads(body)
         groups = self.ctrl.groups
-        version = _version(data.get("dataVersion"))
+        version = DataVersion.from_json(data.get("dataVersion") or {})
         if version.to_json() == groups.data_version.to_json():
             return
         groups.replace_all({k: SubscriptionGroupConfig.from_json(v)
                             for k, v in data.get("subscriptionGroupTable", {}).items()}, version)
 
-
-def _version(d: dict | None) -> DataVersion:
-    d = d or {}
-    return DataVersion(int(d.get("counter", 0)), int(d.get("timestamp", 0)))

@@ -52,18 +52,9 @@ class SubscriptionGroupManager:
         self.table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
         self.data_version = DataVersion()
         loaded = load_config(self.path)
-        for name, d in loaded.data.get("subscriptionGroupTable", {}).items():
-            self.table[name] = SubscriptionGroupConfig.from_json(d)
-        dv = loaded.data.get("dataVersion")
-        if dv:
-            self.data_version = DataVersion(int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
-        for entry in self.file.replay():          # changes made after the file was last written
-            if entry["value"] is None:
-                self.table.pop(entry["name"], None)
-            else:
-                self.table[entry["name"]] = SubscriptionGroupConfig.from_json(entry["value"])
-            dv = entry.get("dataVersion") or {}
-            self.data_version = DataVersion(int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
+        version = self.file.load_into(self.table, loaded.data, SubscriptionGroupConfig.from_json)
+        if version is not None:
+            self.data_version = DataVersion.from_json(version)
         self.file.reset({k: v.to_json() for k, v in self.table.items()})
 
     def text(self) -> str:

@@ -73,6 +73,10 @@ class DataVersion:
     def to_json(self) -> dict:
         return {"counter": self.counter, "timestamp": self.timestamp}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "DataVersion":
+        return cls(int(d.get("counter", 0)), int(d.get("timestamp", 0)))
+
 
 class TopicConfigManager:
     """TopicConfigManager.java: system topics at start, then topics.json on top."""
@@ -108,18 +112,9 @@ class TopicConfigManager:
     def load(self) -> None:
         loaded = load_config(self.path)
         self.warnings += loaded.warnings if loaded.used_backup else []
-        for name, d in loaded.data.get("topicConfigTable", {}).items():
-            self.table[name] = TopicConfig.from_json(d)
-        dv = loaded.data.get("dataVersion")
-        if dv:
-            self.data_version = DataVersion(int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
-        for entry in self.file.replay():          # changes made after the file was last written
-            if entry["value"] is None:
-                self.table.pop(entry["name"], None)
-            else:
-                self.table[entry["name"]] = TopicConfig.from_json(entry["value"])
-            dv = entry.get("dataVersion") or {}
-            self.data_version = DataVersion(int(dv.get("counter", 0)), int(dv.get("timestamp", 0)))
+        version = self.file.load_into(self.table, loaded.data, TopicConfig.from_json)
+        if version is not None:
+            self.data_version = DataVersion.from_json(version)
         self.file.reset({k: v.to_json() for k, v in self.table.items()})
 
     def text(self) -> str:
