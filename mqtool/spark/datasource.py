@@ -41,14 +41,8 @@ def _read(opts: LiveOptions, partition: InputPartition):
 
 
 async def _batch_plan(client, opts: LiveOptions) -> list[QueueRange]:
-    names = await cluster.topics(client, opts)
-    st = await cluster.states(client, opts, names)
-    check_named(opts.starting, st, "startingOffsets")
+    st, start = await _starts(client, opts)
     check_named(opts.ending, st, "endingOffsets")
-    if opts.starting_timestamp is not None:
-        start = await cluster.offsets_by_time(client, opts, list(st), opts.starting_timestamp)
-    else:
-        start = resolve(opts.starting, st, "earliest")
     end = resolve(opts.ending, st, "latest")
     for q, e in end.items():
         if e < start.get(q, 0):
@@ -81,13 +75,18 @@ async def _latest(client, opts: LiveOptions):
     return {q: hi for q, (lo, hi) in st.items()}, st
 
 
-async def _initial(client, opts: LiveOptions):
+async def _starts(client, opts: LiveOptions):
+    """Every queue's (min, max) and where a read starts in it (startingOffsets or startingTimestamp)."""
     names = await cluster.topics(client, opts)
     st = await cluster.states(client, opts, names)
     check_named(opts.starting, st, "startingOffsets")
     if opts.starting_timestamp is not None:
-        return await cluster.offsets_by_time(client, opts, list(st), opts.starting_timestamp)
-    return resolve(opts.starting, st, "earliest")
+        return st, await cluster.offsets_by_time(client, opts, list(st), opts.starting_timestamp)
+    return st, resolve(opts.starting, st, "earliest")
+
+
+async def _initial(client, opts: LiveOptions):
+    return (await _starts(client, opts))[1]
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

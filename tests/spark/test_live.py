@@ -306,15 +306,10 @@ async def _slave_max(live, topic: str) -> dict[int, int]:
 
 def test_streaming_export_on_a_standalone_spark_cluster(live, spark, tmp_path):
     """The live export submitted to a real master + worker: the executors pull from both groups."""
-    from tests.spark.test_standalone import MASTER, WORKER, Daemons, _alive
-    port, ui, wui = free_port(), free_port(), free_port()
+    from tests.spark.test_standalone import Daemons, _alive, start_master_and_worker
     daemons = Daemons(tmp_path)
     try:
-        daemons.start(MASTER, ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
-                      "I have been elected leader")
-        daemons.start(WORKER, [f"spark://127.0.0.1:{port}", "--host", "127.0.0.1", "--webui-port", str(wui),
-                               "--cores", "1", "--memory", "1g", "--work-dir", str(tmp_path / "work")],
-                      "Successfully registered with master")
+        port = start_master_and_worker(daemons, tmp_path)
         out = tmp_path / "out"
         proc = run_cli("spark", "export", "-n", live.ns, "-t", "Pay*", "-o", out, "--checkpoint", tmp_path / "ck",
                        "--available-now", "--partition-by", "topic,broker_name", "--master",

@@ -83,15 +83,21 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
 
 
-def test_export_on_a_standalone_cluster(basic_store, tmp_path):
+def start_master_and_worker(cluster: Daemons, tmp_path: Path) -> int:
+    """A master and one worker (1 core, work dir tmp_path/work) on 127.0.0.1; the master's port."""
     port, ui, wui = free_port(), free_port(), free_port()
+    cluster.start(MASTER, ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
+                  "I have been elected leader")
+    cluster.start(WORKER, [f"spark://127.0.0.1:{port}", "--host", "127.0.0.1", "--webui-port", str(wui),
+                           "--cores", "1", "--memory", "1g", "--work-dir", str(tmp_path / "work")],
+                  "Successfully registered with master")
+    return port
+
+
+def test_export_on_a_standalone_cluster(basic_store, tmp_path):
     cluster = Daemons(tmp_path)
     try:
-        cluster.start(MASTER, ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
-                      "I have been elected leader")
-        cluster.start(WORKER, [f"spark://127.0.0.1:{port}", "--host", "127.0.0.1", "--webui-port", str(wui),
-                               "--cores", "1", "--memory", "1g", "--work-dir", str(tmp_path / "work")],
-                      "Successfully registered with master")
+        port = start_master_and_worker(cluster, tmp_path)
         out = tmp_path / "out"
         proc = run_cli("spark", "export", basic_store, "--out", out, "--master", f"spark://127.0.0.1:{port}",
                        "--include-system-topics", "--json", "--conf", "spark.cores.max=1",
