@@ -484,7 +484,7 @@ class MessageStore(Dispatch, Replication):
         raw_len = len(raw)
         if raw_len > 32767:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark="properties longer than 32767 bytes")
-        sys_flag = m.sys_flag
+        sys_flag = m.sys_flag & ~V6_HOSTS       # set from the hosts themselves: a flag without its 16-byte host is a broken record
         size = MSG_FIXED_SIZE_V4 - 1 + body_len + len(topic_part) + raw_len
         if len(m.born_host[0]) == 16:
             sys_flag |= BORN_V6

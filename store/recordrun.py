@@ -25,10 +25,12 @@ from operator import attrgetter
 import numpy as np
 
 from .codes import MSG_FIXED_SIZE_V4, SCHEDULE_TOPIC, TRANSACTION_TYPE_MASK
-from .commitlog import FIXED_V4, MESSAGE_MAGIC
+from .commitlog import BORN_V6, FIXED_V4, MESSAGE_MAGIC, STORE_V6
 from .crc import crc32
 from .kernel import kernel
 from .properties import format_properties, parse_properties
+
+GENERAL_PATH_FLAGS = TRANSACTION_TYPE_MASK | BORN_V6 | STORE_V6     # a run's shared sysFlag with any of these: not a run
 
 RUN_MIN = 32             # fewer messages than this: the general loop measured as fast or faster
 KERNEL_RUN_MIN = 8       # ... with the kernel (1 KiB: 8 per batch 4.7-5.0 against 5.4-7.0 µs per message; 4: slower)
@@ -141,7 +143,7 @@ def prepare_run(msgs, topic_part: bytes, max_body: int, store_host: tuple[bytes,
     if kernel is not None:
         first = msgs[0]
         born_ip, born_port = first.born_host
-        if len(born_ip) != 4 or first.sys_flag & TRANSACTION_TYPE_MASK or first.topic == SCHEDULE_TOPIC:
+        if len(born_ip) != 4 or first.sys_flag & GENERAL_PATH_FLAGS or first.topic == SCHEDULE_TOPIC:
             return None
         msgs = list(msgs)
         got = kernel.run_prepare(msgs, max_body, MSG_FIXED_SIZE_V4 - 1 + len(topic_part), crc32)
@@ -162,8 +164,8 @@ def _prepare_columns(msgs, topic_part: bytes, max_body: int, store_host: tuple[b
     if len(shared) != 1:
         return None
     topic, queue_id, sys_flag, (born_ip, born_port), born_ts, reconsume, prepared = shared.pop()
-    if len(born_ip) != 4 or sys_flag & TRANSACTION_TYPE_MASK or topic == SCHEDULE_TOPIC:
-        return None       # IPv6 hosts, transactions, delayed messages (their tags code): the general path
+    if len(born_ip) != 4 or sys_flag & GENERAL_PATH_FLAGS or topic == SCHEDULE_TOPIC:
+        return None       # IPv6 hosts (or their flags), transactions, delayed messages (their tags code): the general path
     bodies = [m.body for m in msgs]
     lengths = np.fromiter(map(len, bodies), np.int64, n)
     if int(lengths.max()) > max_body:

@@ -13,6 +13,7 @@ from mqtool_store.codes import SCHEDULE_TOPIC
 from mqtool_store.kernel import kernel
 from mqtool_store.messagestore import Message, MessageStore
 from mqtool_store.properties import format_properties
+from mqtool_store.reader import CommitLogReader
 from mqtool_store.storeconfig import MessageStoreConfig
 from mqtool_store.verify import verify_store
 
@@ -191,3 +192,27 @@ def test_a_sync_flush_put_that_rolls_the_file_does_not_wait_out_sync_flush_timeo
             slowest = max(slowest, time.monotonic() - t)
             assert r.status.value == "PUT_OK", (i, r.status)
         assert len(s.commitlog.files) > 10 and slowest < 1.5
+
+
+@pytest.mark.parametrize("use_kernel", [True, False] if kernel is not None else [False])
+@pytest.mark.parametrize("batch", [False, True])
+def test_ipv6_host_flags_sent_with_ipv4_hosts_are_set_from_the_hosts(tmp_path, monkeypatch, use_kernel, batch):
+    """A client's sysFlag may carry BORNHOST_V6 / STOREHOSTADDRESS_V6 while both hosts are IPv4: the
+    record is written with the widths of the hosts it holds (it raised IndexError in the put)."""
+    if not use_kernel:
+        monkeypatch.setattr(messagestore, "kernel", None)
+        monkeypatch.setattr(dispatch, "kernel", None)
+    text = format_properties({"TAGS": "a", "KEYS": "k"})
+    msgs = [Message("T1", 0, b"body-%d" % i, {"TAGS": "a", "KEYS": "k"}, text, sys_flag=0x10 | 0x20 | 0x1,
+                    born_host=(b"\x0a\0\0\x01", 5000 + i)) for i in range(20)]
+    cfg = MessageStoreConfig(storePathRootDir=str(tmp_path), **SMALL)
+    with MessageStore(cfg, store_host=(b"\x0a\0\0\x02", 10911)) as s:
+        answers = [s.put_batch(msgs)] if batch else [s.put(m) for m in msgs]
+        assert {a.status.name for a in answers} == {"PUT_OK"}
+        s.drain_dispatch()
+    assert verify_store(tmp_path).ok
+    with CommitLogReader(tmp_path / "commitlog") as reader:
+        recs = [rec for _off, rec in reader.records()]
+    assert [r.body for r in recs] == [m.body for m in msgs]
+    assert {r.sys_flag for r in recs} == {0x1}                      # compressed kept, the host flags cleared
+    assert [(r.born_ip, r.born_port) for r in recs] == [m.born_host for m in msgs]
