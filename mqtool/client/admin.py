@@ -358,7 +358,10 @@ class Admin(ClientBase):
         codes = {"put": RequestCode.PUT_KV_CONFIG, "get": RequestCode.GET_KV_CONFIG,
                  "delete": RequestCode.DELETE_KV_CONFIG, "list": RequestCode.GET_KVLIST_BY_NAMESPACE}
         ext = {"namespace": namespace, "key": key, "value": value}
-        resp = check(await self.invoke_namesrv(RemotingCommand.request(codes[action], ext)), f"kv {action}")
+        resp = await self.invoke_namesrv(RemotingCommand.request(codes[action], ext))
+        if action == "list" and resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return {}           # the name server's answer for a namespace with no item left: an empty list
+        check(resp, f"kv {action}")
         if action == "get":
             return {key: resp.ext_fields.get("value")}
         if action == "list":

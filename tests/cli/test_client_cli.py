@@ -245,3 +245,12 @@ def test_asked_for_queue_or_group_that_is_not_there_is_said(cluster):
     assert bench.stderr.startswith("mqtool: 3 of 3 messages not sent; the first failure: send: SYSTEM_ERROR")
     none = run_cli("group", "progress", "-n", ns, "-g", "NEVER_CONSUMED")
     assert none.returncode == 1 and none.stderr.startswith("mqtool: no consume progress for group NEVER_CONSUMED:")
+
+
+def test_kv_list_of_an_empty_namespace_is_an_empty_list(cluster):
+    """The name server answers QUERY_NOT_FOUND for a namespace with nothing in it; a list of it is empty."""
+    ns = cluster["namesrv"]
+    listed = run_cli("namesrv", "kv", "list", "-n", ns, "-s", "NO_SUCH_NAMESPACE", "--json", check=True)
+    assert json_lines(listed.stdout) == [{}]
+    missing = run_cli("namesrv", "kv", "get", "-n", ns, "-s", "NO_SUCH_NAMESPACE", "-k", "x")
+    assert missing.returncode == 1 and "QUERY_NOT_FOUND" in missing.stderr        # a get still names what is missing
