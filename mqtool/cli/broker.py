@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mqtool.cli.errors import UsageError, err_console
+from mqtool.cli.errors import StartError, UsageError, err_console
 from mqtool.cli.serve import parse_listen, run_until_signal, setup_logging
 
 app = typer.Typer(help="Run a RocketMQ broker.", no_args_is_help=True)
@@ -90,8 +90,8 @@ def start(
             log.info("embedded name server listening on %s:%d", ns_host_, ns.port)
         try:
             await controller.start(host)
-        except OSError as exc:
-            raise UsageError(f"broker could not start: {exc}") from None
+        except OSError as exc:          # the fast or HA port taken: exit 1, as a taken main port
+            raise StartError(f"broker could not start: {exc}") from None
 
     async def finish():
         await controller.stop()

@@ -32,7 +32,12 @@ class UsageError(Exception):
     """A bad combination of options, found after parsing."""
 
 
+class StartError(Exception):
+    """A server that could not start (a port in use, a store it cannot open): exit 1, like a failed operation."""
+
+
 register(UsageError, EXIT_USAGE)
+register(StartError, EXIT_PROBLEMS)
 
 
 # Errors of modules the CLI may never load (loading them costs start-up time): looked up only when

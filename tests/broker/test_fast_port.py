@@ -177,10 +177,26 @@ def test_a_fast_port_already_taken_is_one_error_line(tmp_path):
         taken.listen()
         proc = run_cli("broker", "start", "--listen", f"127.0.0.1:{port}", "--store-dir", tmp_path / "store",
                        "--embedded-namesrv", f"127.0.0.1:{free_port()}")
-    assert proc.returncode != 0
+    assert proc.returncode == 1                 # as a taken main port: the start failed, the arguments were fine
     errors = [ln for ln in proc.stderr.splitlines() if "mqtool: error" in ln]
     assert len(errors) == 1 and f"fast port {port - 2} (listenPort - 2)" in errors[0], proc.stderr
     assert "in use" in errors[0] and "Traceback" not in proc.stderr
+
+
+def test_a_taken_ha_port_exits_as_a_taken_main_port(tmp_path):
+    port = free_port_pair()
+    with socket.socket() as taken_ha, socket.socket() as taken_main:
+        taken_ha.bind(("127.0.0.1", port + 1))
+        taken_ha.listen()
+        ha = run_cli("broker", "start", "--listen", f"127.0.0.1:{port}", "--store-dir", tmp_path / "a",
+                     "--embedded-namesrv", f"127.0.0.1:{free_port()}")
+        taken_main.bind(("127.0.0.1", 0))
+        taken_main.listen()
+        main = run_cli("broker", "start", "--listen", f"127.0.0.1:{taken_main.getsockname()[1]}", "--store-dir",
+                       tmp_path / "b", "--embedded-namesrv", f"127.0.0.1:{free_port()}")
+    assert (ha.returncode, main.returncode) == (1, 1), (ha.stderr, main.stderr)
+    errors = [ln for ln in ha.stderr.splitlines() if "mqtool: error" in ln]
+    assert len(errors) == 1 and f"HA port {port + 1} (listenPort + 1)" in errors[0], ha.stderr
 
 
 def test_fast_listen_port_moves_it_and_the_start_line_names_it(tmp_path, caplog):
