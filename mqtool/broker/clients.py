@@ -65,8 +65,8 @@ class ConsumerManager:
             new_subs = {s.topic: s for s in subscriptions}
             for topic, sub in new_subs.items():
                 old = g.subscriptions.get(topic)
-                if old is None or old.sub_version <= sub.sub_version or old.sub_string != sub.sub_string:
-                    g.subscriptions[topic] = sub
+                if old is None or sub.sub_version > old.sub_version:    # ConsumerGroupInfo.updateSubscription:
+                    g.subscriptions[topic] = sub                         # the newer subscription wins, not the last heartbeat
             for topic in [t for t in g.subscriptions if t not in new_subs]:
                 del g.subscriptions[topic]
             return set(g.client_ids()) != before

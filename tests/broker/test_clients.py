@@ -34,3 +34,20 @@ def test_producers_and_enums():
     p.channel_closed("c1")
     assert p.any_channel("PG") is None
     assert enum_name(1, ("A", "B")) == "B" and enum_name("CLUSTERING", ("A",)) == "CLUSTERING"
+
+
+def test_a_group_keeps_the_newer_subscription_not_the_last_heartbeat():
+    """ConsumerGroupInfo.updateSubscription: a topic's subscription is replaced only by a greater
+    subVersion; two clients of one group with different expressions agree on the newer one."""
+    m = ConsumerManager()
+    older = Subscription.parse("T", "region = 'eu'", 100, "SQL92")
+    newer = Subscription.parse("T", "region = 'us'", 200, "SQL92")
+    m.register("G", info("c1", "a@1"), "CONSUME_PASSIVELY", "CLUSTERING", CONSUME_FROM[0], [newer])
+    m.register("G", info("c2", "b@1"), "CONSUME_PASSIVELY", "CLUSTERING", CONSUME_FROM[0], [older])
+    assert m.get("G").subscriptions["T"].sub_string == "region = 'us'"
+    same = Subscription.parse("T", "region = 'asia'", 200, "SQL92")         # an equal version keeps what is there
+    m.register("G", info("c2", "b@1"), "CONSUME_PASSIVELY", "CLUSTERING", CONSUME_FROM[0], [same])
+    assert m.get("G").subscriptions["T"].sub_string == "region = 'us'"
+    later = Subscription.parse("T", "region = 'asia'", 201, "SQL92")
+    m.register("G", info("c2", "b@1"), "CONSUME_PASSIVELY", "CLUSTERING", CONSUME_FROM[0], [later])
+    assert m.get("G").subscriptions["T"].sub_string == "region = 'asia'"
