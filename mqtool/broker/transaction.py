@@ -95,6 +95,7 @@ class TransactionChecker:
 
     async def check_once(self) -> int:
         ctrl, store = self.ctrl, self.ctrl.store
+        ctrl.topics.create_system(TRANS_HALF_TOPIC, 1)     # as 4.9.8's check (fetchMessageQueues) creates it
         done = self._done_offsets()
         half_offset = max(ctrl.offsets.query(TRANS_GROUP, TRANS_HALF_TOPIC, 0), store.min_offset(TRANS_HALF_TOPIC, 0))
         end = store.max_offset(TRANS_HALF_TOPIC, 0)

@@ -164,6 +164,9 @@ def test_transactions_commit_rollback_and_check_back(tmp_path):
                 break
             await asyncio.sleep(0.1)
         assert bodies == {b"tx0", b"tx2"} and checks
+        # The check created the half topic's config (1 queue), as 4.9.8's does; the end created the op topic's.
+        half, op = broker.topics.get("RMQ_SYS_TRANS_HALF_TOPIC"), broker.topics.get("RMQ_SYS_TRANS_OP_HALF_TOPIC")
+        assert (half.readQueueNums, half.writeQueueNums, op.readQueueNums) == (1, 1, 1)
         await c.close()
         await broker.stop()
         await ns.stop()
