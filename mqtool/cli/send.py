@@ -18,6 +18,8 @@ TraceOpt = Annotated[bool, typer.Option("--trace", help="Write message trace rec
                                         "read them with `mqtool message trace`.")]
 TraceTopicOpt = Annotated[Optional[str], typer.Option("--trace-topic", help="With --trace: the trace topic "
                                                       "(default RMQ_SYS_TRACE_TOPIC).")]
+VipOpt = Annotated[bool, typer.Option("--vip-channel", help="Send to each broker's fast port, listenPort - 2 (as "
+                                      "Java's sendMessageWithVIPChannel); heartbeats stay on the main port.")]
 
 
 @with_credentials
@@ -39,6 +41,7 @@ def send(
     group: Annotated[str, typer.Option("--group", "-g", help="Producer group.")] = "PID_MQTOOL",
     trace: TraceOpt = False,
     trace_topic: TraceTopicOpt = None,
+    vip: VipOpt = False,
     count: Annotated[int, typer.Option("--count", min=0, help="Bench mode: messages to send (0: not bench mode).")] = 0,
     size: Annotated[int, typer.Option("--size", min=1, help="Bench mode: body bytes.")] = 128,
     threads: Annotated[int, typer.Option("--threads", min=1, help="Bench mode: concurrent senders.")] = 1,
@@ -50,7 +53,7 @@ def send(
     queue = _queue(topic, queue)
     if trace_topic is not None and not trace:
         raise UsageError("--trace-topic goes with --trace")
-    tracing = {"trace": trace, "trace_topic": trace_topic}
+    producer_opts = {"trace": trace, "trace_topic": trace_topic, "vip_channel": vip}
     properties = {}
     for p in prop or []:
         k, sep, v = p.partition("=")
@@ -64,7 +67,7 @@ def send(
         if unused:
             raise UsageError(f"--count (bench mode) sends generated bodies and does not take {', '.join(unused)}")
         template = OutMessage(topic, b"x" * size, keys.split() if keys else [], tags, properties)
-        asyncio.run(_bench(namesrv, group, template, count, threads, json_out, batch, queue, tracing))
+        asyncio.run(_bench(namesrv, group, template, count, threads, json_out, batch, queue, producer_opts))
         return
     if files:
         for f in files:
@@ -77,7 +80,7 @@ def send(
         data = sys.stdin.read()
         bodies = [b.encode() for b in data.split(delimiter) if b]
     msgs = [OutMessage(topic, b, keys.split() if keys else [], tags, properties, delay_level) for b in bodies]
-    results = asyncio.run(_send(namesrv, group, msgs, queue, sharding_key, oneway, batch, tracing))
+    results = asyncio.run(_send(namesrv, group, msgs, queue, sharding_key, oneway, batch, producer_opts))
     if json_out:
         for r in results:
             emit_json(r)
@@ -101,9 +104,9 @@ def _queue(topic: str, text: str | None):
     return MessageQueue(topic, broker, int(n))
 
 
-async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch, tracing=None) -> list[dict]:
+async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch, producer_opts=None) -> list[dict]:
     from mqtool.client.producer import Producer
-    p = Producer(namesrv, group, **(tracing or {}))
+    p = Producer(namesrv, group, **(producer_opts or {}))
     out = []
     try:
         if batch:
@@ -127,14 +130,14 @@ async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch, tracin
         await p.close()
 
 
-async def _bench(namesrv, group, template, count, threads, json_out, batch=0, queue=None, tracing=None) -> None:
+async def _bench(namesrv, group, template, count, threads, json_out, batch=0, queue=None, producer_opts=None) -> None:
     """producer.sh-style figures: TPS, average and max RT, failures. With `batch` each send is a
     batch of that many messages (SEND_BATCH_MESSAGE), and RT is per batch."""
     import asyncio
     from dataclasses import replace
 
     from mqtool.client.producer import Producer
-    p = Producer(namesrv, group, **(tracing or {}))
+    p = Producer(namesrv, group, **(producer_opts or {}))
     rts: list[float] = []
     sent = [0]
     failures = 0

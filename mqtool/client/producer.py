@@ -203,6 +203,7 @@ class Producer(ClientBase):
                 mq = self._pick(queues, avoid)
             addr = route.master(mq.broker_name)
             cmd = send_request(self.group, topic, mq.queue_id, sys_flag, flag, props_text, body, batch, oneway)
+            to = addr                   # the address an unreachable error names: the one being contacted
             try:
                 if addr not in self._heartbeat_sent:
                     await self._heartbeat(addr)
@@ -222,11 +223,11 @@ class Producer(ClientBase):
                     raise
                 last_exc, avoid = exc, mq.broker_name
             except RemotingError as exc:
-                last_exc, avoid = BrokerUnreachable(mq.broker_name, addr, exc, self.acked), mq.broker_name
+                last_exc, avoid = BrokerUnreachable(mq.broker_name, to, exc, self.acked), mq.broker_name
                 try:
                     route = await self.publish_route(topic, refresh=True)
                 except RemotingCommandError as route_exc:     # the name server dropped the dead broker
-                    raise BrokerUnreachable(mq.broker_name, addr, exc, self.acked,
+                    raise BrokerUnreachable(mq.broker_name, to, exc, self.acked,
                                             f"; the name server no longer routes topic {topic} "
                                             f"({code_name(ResponseCode, route_exc.code)})") from None
                 queues = route.write_queues() or queues
