@@ -22,6 +22,8 @@ from mqtool_store.errors import StoreError
 log = logging.getLogger("mqtool.client")
 
 PULL_SUSPEND_MS = 15000
+PULL_DELAY_ON_ERROR_MS = 3000       # DefaultMQPushConsumer.pullTimeDelayMillsWhenException
+PULL_DELAY_ON_FLOW_CONTROL_MS = 20  # PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL
 REBALANCE_S = 20.0
 COMMIT_S = 5.0
 
@@ -217,6 +219,9 @@ class GroupConsumer(Consumer):
         self.missing_topics: set[str] = set()
         self._rebalance = asyncio.Event()
         self.trace_yields = True     # trace each message messages() yields (PushConsumer traces its listener)
+        self.pull_delay_on_error_ms = PULL_DELAY_ON_ERROR_MS
+        self.pull_later: dict[MessageQueue, float] = {}     # queue -> monotonic time of its next pull
+        self._pull_said: dict[MessageQueue, str] = {}
 
     async def on_request(self, conn, cmd):
         from mqtool.client import clientcalls
@@ -353,20 +358,28 @@ class GroupConsumer(Consumer):
                     await asyncio.sleep(1.0)
                     self._rebalance.set()
                     continue
-            queues = list(self.state.assigned.items())
-            if not queues:
+            held = list(self.state.assigned.items())
+            if not held:
                 await asyncio.sleep(poll_ms / 1000)
                 self._rebalance.set()      # nothing assigned yet (topic not created?): look again
+                continue
+            now = time.monotonic()
+            queues = [(mq, off) for mq, off in held if self.pull_later.get(mq, 0.0) <= now]
+            if not queues:             # every queue held waits after a failed pull
+                await asyncio.sleep(min(poll_ms, 200) / 1000)
                 continue
             results = await asyncio.gather(*(self.pull(mq, off, 32, self.subs.get(mq.topic, "*"),
                                                        expression_type=self.types.get(mq.topic, "TAG"),
                                                        sub_version=self.sub_version)
                                               for mq, off in queues), return_exceptions=True)
-            got_any, at_end = False, True
+            got_any, at_end = False, len(queues) == len(held)
             for (mq, off), res in zip(queues, results):
+                if isinstance(res, Exception):
+                    self._pull_failed(mq, res)
                 if isinstance(res, Exception) or mq not in self.state.assigned:
                     at_end = False
                     continue
+                self._pull_said.pop(mq, None)
                 at_end = at_end and res.next_offset >= res.max_offset
                 for rec in res.messages:
                     if mq in self.interrupted:
@@ -390,6 +403,20 @@ class GroupConsumer(Consumer):
                 if until_end and at_end:
                     return
                 await asyncio.sleep(min(poll_ms, 200) / 1000)
+
+    def _pull_failed(self, mq: MessageQueue, exc: BaseException) -> None:
+        """DefaultMQPushConsumerImpl's PullCallback.onException: an error answer (any code but
+        SUCCESS, PULL_NOT_FOUND, PULL_RETRY_IMMEDIATELY, PULL_OFFSET_MOVED; FILTER_DATA_NOT_LATEST
+        while a new subscription's heartbeat is on its way, say) or a lost request ends nothing:
+        the queue keeps its offset and is pulled again after pullTimeDelayMillsWhenException (20 ms
+        after FLOW_CONTROL), with a warning unless it is a retry topic (said once while it lasts)."""
+        flow = isinstance(exc, RemotingCommandError) and exc.code == ResponseCode.FLOW_CONTROL
+        delay_ms = PULL_DELAY_ON_FLOW_CONTROL_MS if flow else self.pull_delay_on_error_ms
+        self.pull_later[mq] = time.monotonic() + delay_ms / 1000
+        if not mq.topic.startswith(RETRY_PREFIX) and self._pull_said.get(mq) != str(exc):
+            self._pull_said[mq] = str(exc)
+            log.warning("consumer group %s: pull of %s queue %d (%s) failed: %s; pulled again in %d ms", self.group,
+                        mq.topic, mq.queue_id, mq.broker_name, exc, delay_ms)
 
     async def send_back(self, rec: MessageRecord, delay_level: int = 0, max_reconsume_times: int = 16) -> bool:
         """CONSUMER_SEND_MSG_BACK to the broker that stored the message."""

@@ -167,6 +167,31 @@ def test_heartbeats_register_the_filter_that_pulls_without_the_expression_use(tm
     assert "'amount > 100') is ignored" in lines[0]
 
 
+def test_a_pull_newer_than_the_registered_filter_gets_filter_data_not_latest(tmp_path):
+    """PullMessageProcessor (no 0x4): the group's subscription is as new as the pull's subVersion,
+    but the filter registered for it is older, so 28 with 4.9.8's remark. On the wire: a heartbeat
+    with the SQL92 text empty updates the group's subscription (ConsumerGroupInfo takes any newer
+    version) while ConsumerFilterManager.register ignores an empty expression and keeps the old
+    filter at the old version."""
+    async def scenario():
+        async with running_pair(tmp_path, enablePropertyFilter=True) as (_ns, broker, c):
+            addr = broker.config.broker_addr
+            await put_messages(broker, c, "Orders")
+            assert (await c.invoke(addr, heartbeat_cmd("G", [sub_json("Orders", EXPR, 1000)]))).code == 0
+            assert (await c.invoke(addr, heartbeat_cmd("G", [sub_json("Orders", "", 2000)]))).code == 0
+            assert broker.consumers.get("G").subscriptions["Orders"].sub_version == 2000
+            assert broker.filters.get("Orders", "G").clientVersion == 1000
+            return [await c.invoke(addr, pull("Orders", version=v)) for v in (2000, 1500, 1000, 2001)]
+    not_latest, between, same, newer = asyncio.run(asyncio.wait_for(scenario(), 60))
+    for resp in (not_latest, between):
+        assert (resp.code, resp.remark) == (ResponseCode.FILTER_DATA_NOT_LATEST,
+                                            "the consumer's consumer filter data not latest")
+        assert resp.body in (None, b"")
+    assert same.code == ResponseCode.SUCCESS and bodies(same) == WANTED      # the old filter still filters
+    assert (newer.code, newer.remark) == (ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                                          "the consumer's subscription not latest")     # checked before
+
+
 def test_filter_registration_follows_consumer_filter_manager(tmp_path):
     """Versions, a changed expression that no longer compiles (the old filter goes too), dead
     marks, revival, and the clean after filterDataCleanTimeSpan."""
