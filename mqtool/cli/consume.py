@@ -84,6 +84,14 @@ def consume(
                          {"trace": trace, "trace_topic": trace_topic}))
 
 
+def _one_line(message: str) -> str:
+    """A JavaCC ParseException's text on one line: what was met, then the kinds it expected."""
+    first, *rest = [line.strip() for line in message.splitlines() if line.strip()]
+    if not rest:
+        return first
+    return f"{first} {rest[0]} {', '.join(k.removesuffix(' ...') for k in rest[1:])}"
+
+
 def _check_sql(sql: str, tag: str) -> None:
     """Refuse what RocketMQ 4.9.8 would not compile (a broker given it with the pull itself would
     filter nothing), and say where 4.9.8 reads the text otherwise than it looks."""
@@ -93,7 +101,7 @@ def _check_sql(sql: str, tag: str) -> None:
     try:
         compiled = compile_sql92(sql)
     except FilterCompileError as exc:
-        raise UsageError(f"--sql {sql!r}: {exc.message.splitlines()[0]}") from None
+        raise UsageError(f"--sql {sql!r}: {_one_line(exc.message)}") from None
     for note in compiled.quirks:
         err_console.print(f"mqtool: warning: --sql {sql!r} is read as {compiled.read_as!r}: {note}", markup=False)
 

@@ -1,6 +1,7 @@
 """SQL92 message filters as RocketMQ 4.9.8 reads them (MessageSelector.bySql; filter/parser/
-SelectorParser.jj): the lexer, the parser and the compile-time checks, quirks kept. Pure: the
-broker compiles and evaluates with it, the client and the CLI check an expression before sending it.
+SelectorParser.jj): the parser and the compile-time checks, quirks kept (tokens in sql92lex.py, the
+generated parser's bookkeeping that words its errors in sql92javacc.py). Pure: the broker compiles
+and evaluates with it, the client and the CLI check an expression before sending it.
 
     f = compile_sql92("region = 'eu' AND amount > 100")     # FilterCompileError when 4.9.8 refuses it
     f.matches({"region": "eu", "amount": "250"})            # True: only TRUE delivers
@@ -12,247 +13,28 @@ on "1.5"). `Sql92Filter.quirks` says in words where such a quirk changes what th
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from mqtool.common.sql92expr import (BoolCast, Const, Equal, In, Logic, Negate, Node, Not, Order, Prop)
+from mqtool.common.sql92javacc import (IS_NULL, LITERALS, NOT_BETWEEN, NOT_IN, PLUS, UNBOUNDED, JavaccParser)
+from mqtool.common.sql92lex import PARSE_EXCEPTION, RUNTIME, FilterCompileError
 from mqtool.common.sql92values import (DOUBLE_MAX, DOUBLE_MIN, LONG_MAX, INT_MAX, JavaError, JLong, compare,
                                        java_text)
 
+__all__ = ["SQL92", "FilterCompileError", "Sql92Filter", "compile_sql92"]
+
 SQL92 = "SQL92"
-PARSE_EXCEPTION = "org.apache.rocketmq.filter.parser.ParseException"
-TOKEN_MGR_ERROR = "org.apache.rocketmq.filter.parser.TokenMgrError"
-RUNTIME = "java.lang.RuntimeException"
-
-KEYWORDS = ("NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS")
-# kind -> JavaCC's tokenImage, as ParseException prints it
-IMAGES = {"EOF": "<EOF>", "DECIMAL": "<DECIMAL_LITERAL>", "FLOAT": "<FLOATING_POINT_LITERAL>",
-          "STRING": "<STRING_LITERAL>", "ID": "<ID>", **{k: f'"{k}"' for k in KEYWORDS},
-          **{s: f'"{s}"' for s in ("=", "<>", ">", ">=", "<", "<=", "(", ")", ",", "+", "-")}}
-
-# JavaCC's token kinds in SelectorParserConstants order: "Was expecting" lists them in this order
-KIND_ORDER = ["EOF", "NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS", "DECIMAL", "FLOAT", "STRING",
-              "ID", "=", "<>", ">", ">=", "<", "<=", "(", ",", ")", "+", "-"]
-FIRST_UNARY = ("NOT", "TRUE", "FALSE", "NULL", "DECIMAL", "FLOAT", "STRING", "ID", "(", "+", "-")
-LOOPS = {"or": ("OR",), "and": ("AND",), "equality": ("=", "<>", "IS"),
-         "comparison": ("NOT", "BETWEEN", "IN", ">", ">=", "<", "<="), "in": (",",)}
-
-_PATTERNS = [      # (kind, regex); the longest match wins, the first listed on a tie
-    ("SKIP", re.compile(r"[ \t\n\r\f]")),
-    ("SKIP", re.compile(r"--[^\n\r]*(?:\r\n|\n|\r)")),
-    ("SKIP", re.compile(r"/\*[^*]*\*+(?:[^*/][^*]*\*+)*/")),
-    ("DECIMAL", re.compile(r"0|[1-9][0-9]*[lL]?")),
-    ("FLOAT", re.compile(r"[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?")),
-    ("FLOAT", re.compile(r"\.[0-9]+(?:[eE][+-]?[0-9]+)?")),
-    ("FLOAT", re.compile(r"[0-9]+[eE][+-]?[0-9]+")),
-    ("STRING", re.compile(r"'(?:''|[^'])*'")),
-    ("ID", re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")),
-    ("SYM", re.compile(r"<>|>=|<=|[=><(),+-]")),
-]
 
 
-class FilterCompileError(ValueError):
-    """4.9.8 refuses the expression: `java_class` and `message` of the cause, as the broker's
-    remark (`<class>: <message>`) carries them."""
-
-    def __init__(self, java_class: str, message: str):
-        super().__init__(f"{java_class}: {message}")
-        self.java_class, self.message = java_class, message
-
-
-@dataclass
-class Token:
-    kind: str
-    text: str
-    start: int
-    end: int
-    line: int
-    column: int
-
-
-def _escape(text: str) -> str:
-    """JavaCC's addEscapes."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        special = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "'": "\\'",
-                   "\\": "\\\\"}.get(ch)
-        out.append(special or (f"\\u{code:04x}" if code < 0x20 or code > 0x7E else ch))
-    return "".join(out)
-
-
-class _Lexer:
-    """Tokens on demand (JavaCC's token manager is asked one token at a time, so a lexical error
-    past the part the parser reads is never seen)."""
+class _Parser(JavaccParser):
+    """SelectorParser.jj's productions with their actions, choice by choice as the generated
+    parser takes them (the `mark` indices are its jj_la1 ones), so errors come out as 4.9.8's."""
 
     def __init__(self, text: str):
-        self.text = text
-        self.pos = 0
-        self.lines, self.cols = _positions(text)
-
-    def _where(self, i: int) -> tuple[int, int]:
-        return (self.lines[i], self.cols[i]) if i < len(self.text) else self._eof_where()
-
-    def _eof_where(self) -> tuple[int, int]:
-        return (self.lines[-1], self.cols[-1]) if self.text else (0, 0)
-
-    def next(self) -> Token:
-        text = self.text
-        while True:
-            if self.pos >= len(text):
-                return Token("EOF", "", self.pos, self.pos, *self._eof_where())
-            best_kind, best_len = None, 0
-            for kind, rx in _PATTERNS:
-                m = rx.match(text, self.pos)
-                if m and len(m.group()) > best_len:
-                    best_kind, best_len = kind, len(m.group())
-            if best_kind is None:
-                self._fail()
-            start, self.pos = self.pos, self.pos + best_len
-            if best_kind == "SKIP":
-                continue
-            word = text[start:self.pos]
-            kind = best_kind
-            if kind == "ID" and word.upper() in KEYWORDS:
-                kind = word.upper()
-            elif kind == "SYM":
-                kind = word
-            return Token(kind, word, start, self.pos, *self._where(start))
-
-    def _fail(self):
-        """TokenMgrError: where the longest attempt died, and what it had read."""
-        text, p = self.text, self.pos
-        if text[p] == "'" or text.startswith("/*", p):      # an unclosed string or comment: dies at the end
-            dead = len(text)
-        elif text[p] in "./" and p + 1 <= len(text):
-            dead = p + 1
-        else:
-            dead = p
-        after = _escape(text[p:dead])
-        if dead >= len(text):            # after the last character (on the next line after a line end)
-            line, col = self.lines[-1], self.cols[-1] + 1
-            if text[-1] in "\r\n":
-                line, col = line + 1, 0
-            msg = f"Lexical error at line {line}, column {col}.  Encountered: <EOF> after : \"{after}\""
-        else:
-            ch = text[dead]
-            line, col = self.lines[dead], self.cols[dead]
-            msg = (f"Lexical error at line {line}, column {col}.  Encountered: \"{_escape(ch)}\" ({ord(ch)}), "
-                   f"after : \"{after}\"")
-        raise FilterCompileError(TOKEN_MGR_ERROR, msg)
-
-
-def _positions(text: str) -> tuple[list[int], list[int]]:
-    """SimpleCharStream's line and column of every character (tabs to the next multiple of 8)."""
-    lines, cols = [], []
-    line, col, prev_cr, prev_lf = 1, 0, False, False
-    for ch in text:
-        col += 1
-        if prev_lf:
-            prev_lf = False
-            line, col = line + 1, 1
-        elif prev_cr:
-            prev_cr = False
-            if ch == "\n":
-                prev_lf = True
-            else:
-                line, col = line + 1, 1
-        if ch == "\r":
-            prev_cr = True
-        elif ch == "\n":
-            prev_lf = True
-        elif ch == "\t":
-            col -= 1
-            col += 8 - col % 8
-        lines.append(line)
-        cols.append(col)
-    return lines, cols
-
-
-def _parse_error(tok: Token, expected) -> FilterCompileError:
-    """ParseException's text: the token met, then every token kind the grammar tried at that point."""
-    if tok.kind == "EOF":
-        seen = "<EOF>"
-    else:
-        seen = f' {IMAGES[tok.kind]} "{_escape(tok.text)} "'
-    kinds = sorted(set(expected), key=KIND_ORDER.index)
-    head = "Was expecting:" if len(kinds) == 1 else "Was expecting one of:"
-    listed = "".join(f"{IMAGES[k]} ...\n    " for k in kinds)
-    return FilterCompileError(PARSE_EXCEPTION, f'Encountered "{seen}" at line {tok.line}, column {tok.column}.\n'
-                                               f"{head}\n    {listed}")
-
-
-class _Parser:
-    def __init__(self, text: str):
-        self.lexer = _Lexer(text)
-        self.ahead: list[Token] = []
-        self.last: Token | None = None         # the last token the grammar consumed
-        self.consumed = 0
-        self.tried: tuple[int, set[str]] = (0, set())     # kinds tried at the current token (jj_la1)
-        self.scanning = 0                      # > 0 inside a syntactic lookahead
+        super().__init__(text)
         self.literal_props: list[tuple[str, str]] = []    # (property, integer literal) pairs compared
 
-    def peek(self, k: int = 0) -> Token:
-        while len(self.ahead) <= k:
-            self.ahead.append(self.lexer.next())
-        return self.ahead[k]
-
-    def take(self, kind: str | None = None) -> Token:
-        tok = self.peek()
-        if kind is not None and tok.kind != kind:
-            raise self.error(kind)
-        self.last = self.ahead.pop(0)
-        self.consumed += 1
-        return self.last
-
-    def refuse(self, java_class: str, message: str) -> None:
-        """A compile-time check failed; not while scanning ahead, where JavaCC runs no actions."""
-        if not self.scanning:
-            raise FilterCompileError(java_class, message)
-
-    def literal(self, make, text: str):
-        try:
-            return make(text)
-        except FilterCompileError:
-            if self.scanning:
-                return 0
-            raise
-
-    def plus_operand_follows(self) -> bool:
-        """LOOKAHEAD("+" unaryExpr()): the grammar takes the unary plus only when a whole unary
-        expression follows it, syntax alone; a lexical error met on the way ends the compile."""
-        saved = (self.lexer.pos, list(self.ahead), self.last, self.consumed, (self.tried[0], set(self.tried[1])),
-                 list(self.literal_props))
-        self.scanning += 1
-        try:
-            self.take()
-            self.unary()
-            return True
-        except FilterCompileError as exc:
-            if exc.java_class != PARSE_EXCEPTION:
-                raise
-            return False
-        finally:
-            self.scanning -= 1
-            (self.lexer.pos, self.ahead, self.last, self.consumed, self.tried, self.literal_props) = saved
-
-    def at(self, kinds) -> bool:
-        """Is the next token one of `kinds`? When not, they are remembered as tried here."""
-        if self.peek().kind in kinds:
-            return True
-        self.note(kinds)
-        return False
-
-    def note(self, kinds) -> None:
-        if self.tried[0] != self.consumed:
-            self.tried = (self.consumed, set())
-        self.tried[1].update(kinds)
-
-    def error(self, *kinds) -> FilterCompileError:
-        self.note(kinds)
-        return _parse_error(self.peek(), self.tried[1])
-
-    # selector := or   (no end-of-input check: the rest of the text is left unread)
+    # JmsSelector := orExpression   (no end-of-input check: the rest of the text is left unread)
     def selector(self) -> Node:
         return self.as_boolean(self.or_expr())
 
@@ -261,117 +43,135 @@ class _Parser:
             return node
         if isinstance(node, Prop):
             return BoolCast(node)
-        self.refuse(PARSE_EXCEPTION, f"Expression will not result in a boolean value: {node}")
-        return node
+        raise FilterCompileError(PARSE_EXCEPTION, f"Expression will not result in a boolean value: {node}")
 
     def or_expr(self) -> Node:
         left = self.and_expr()
-        while self.at(LOOPS["or"]):
-            self.take()
+        while self.at(0, "OR"):
+            self.consume("OR")
             right = self.and_expr()
             left = Logic("OR", self.as_boolean(left), self.as_boolean(right))
         return left
 
     def and_expr(self) -> Node:
         left = self.equality()
-        while self.at(LOOPS["and"]):
-            self.take()
+        while self.at(1, "AND"):
+            self.consume("AND")
             right = self.equality()
             left = Logic("AND", self.as_boolean(left), self.as_boolean(right))
         return left
 
     def equality(self) -> Node:
         left = self.comparison()
-        while self.at(LOOPS["equality"]):
-            kind = self.peek().kind
+        while self.at(2, "IS", "=", "<>"):
+            kind = self.ntk()
             if kind in ("=", "<>"):
-                self.take()
+                self.consume(kind)
                 right = self.comparison()
                 left = self.equal(left, right) if kind == "=" else Not(self.equal(left, right))
-            elif kind == "IS":
-                if self.peek(1).kind == "NULL":
-                    self.take(), self.take()
-                    left = Equal(left, Const(None))
-                else:
-                    self.take(), self.take("NOT"), self.take("NULL")
-                    left = Not(Equal(left, Const(None)))
+                continue
+            self.mark(3)
+            if self.lookahead(IS_NULL, 2):
+                self.consume("IS"), self.consume("NULL")
+                left = Equal(left, Const(None))
+            elif self.ntk() == "IS":
+                self.consume("IS"), self.consume("NOT"), self.consume("NULL")
+                left = Not(Equal(left, Const(None)))
+            else:
+                raise self.fail(4)
         return left
 
     def comparison(self) -> Node:
         left = self.unary()
-        while self.at(LOOPS["comparison"]):
-            kind = self.peek().kind
+        while self.at(5, "NOT", "BETWEEN", "IN", ">", ">=", "<", "<="):
+            kind = self.ntk()
             if kind in (">", ">=", "<", "<="):
-                self.take()
+                self.consume(kind)
                 left = self.order(kind, left, self.unary())
-            elif kind == "BETWEEN" or (kind == "NOT" and self.peek(1).kind == "BETWEEN"):
-                negated = kind == "NOT"
-                self.take(), negated and self.take()
-                low = self.unary()
-                self.take("AND")
-                high = self.unary()
-                left = self.between(left, low, high, negated)
-            elif kind == "IN" or (kind == "NOT" and self.peek(1).kind == "IN"):
-                negated = kind == "NOT"
-                self.take(), negated and self.take()
-                self.take("(")
-                values = [self.string()]
-                while self.at(LOOPS["in"]):
-                    self.take()
-                    values.append(self.string())
-                self.take(")")
-                if not isinstance(left, Prop):
-                    self.refuse(RUNTIME, f"Expected a property for In expression, got: {left}")
-                left = In(left, values, negated)
-            else:                        # NOT enters the loop, then matches none of its NOT choices
-                raise self.error(*LOOPS["comparison"])
+            elif kind == "BETWEEN":
+                self.consume(kind)
+                left = self.between_bounds(left, False)
+            else:
+                left = self.not_or_in(left)
         return left
 
+    def not_or_in(self, left: Node) -> Node:
+        """The loop's other choices, each NOT one after a LOOKAHEAD(2)."""
+        self.mark(8)
+        if self.lookahead(NOT_BETWEEN, 2):
+            self.consume("NOT"), self.consume("BETWEEN")
+            return self.between_bounds(left, True)
+        if self.ntk() == "IN":
+            self.consume("IN")
+            return self.in_list(left, False, 6)
+        self.mark(9)
+        if self.lookahead(NOT_IN, 2):
+            self.consume("NOT"), self.consume("IN")
+            return self.in_list(left, True, 7)
+        raise self.fail()           # NOT entered the loop, then fits none of its NOT choices
+
+    def between_bounds(self, left: Node, negated: bool) -> Node:
+        low = self.unary()
+        self.consume("AND")
+        high = self.unary()
+        return self.between(left, low, high, negated)
+
+    def in_list(self, left: Node, negated: bool, loop: int) -> Node:
+        self.consume("(")
+        values = [self.string()]
+        while self.at(loop, ","):
+            self.consume(",")
+            values.append(self.string())
+        self.consume(")")
+        if not isinstance(left, Prop):
+            raise FilterCompileError(RUNTIME, f"Expected a property for In expression, got: {left}")
+        return In(left, values, negated)
+
     def unary(self) -> Node:
-        kind = self.peek().kind
-        if kind == "+":
-            if not self.scanning and not self.plus_operand_follows():     # (an outer scan covers a nested +)
-                raise self.error(*FIRST_UNARY)           # the "+" itself is what does not fit
-            self.take()
+        if self.lookahead(PLUS, UNBOUNDED):       # "+" unaryExpr(): the whole operand must follow
+            self.consume("+")
             return self.unary()
+        kind = self.ntk()
         if kind == "-":
-            self.take()
+            self.consume(kind)
             return Negate(self.unary())
         if kind == "NOT":
-            self.take()
+            self.consume(kind)
             return Not(self.as_boolean(self.unary()))
-        return self.primary()
+        if kind in LITERALS or kind in ("ID", "("):
+            return self.primary()
+        raise self.fail(10)
 
     def primary(self) -> Node:
-        tok = self.peek()
-        if tok.kind == "STRING":
+        kind = self.ntk()
+        if kind == "STRING":
             return Const(self.string())
-        if tok.kind == "DECIMAL":
-            return Const(self.literal(_integer, self.take().text))
-        if tok.kind == "FLOAT":
-            return Const(self.literal(_decimal, self.take().text))
-        if tok.kind in ("TRUE", "FALSE", "NULL"):
-            self.take()
-            return Const({"TRUE": True, "FALSE": False, "NULL": None}[tok.kind])
-        if tok.kind == "ID":
-            return Prop(self.take().text)
-        if tok.kind == "(":
-            self.take()
+        if kind == "DECIMAL":
+            return Const(_integer(self.consume(kind).text))
+        if kind == "FLOAT":
+            return Const(_decimal(self.consume(kind).text))
+        if kind in ("TRUE", "FALSE", "NULL"):
+            self.consume(kind)
+            return Const({"TRUE": True, "FALSE": False, "NULL": None}[kind])
+        if kind == "ID":
+            return Prop(self.consume(kind).text)
+        if kind == "(":
+            self.consume(kind)
             node = self.or_expr()
-            self.take(")")
+            self.consume(")")
             return node
-        raise self.error(*FIRST_UNARY)
+        raise self.fail(11)
 
     def string(self) -> str:
-        return self.take("STRING").text[1:-1].replace("''", "'")
+        return self.consume("STRING").text[1:-1].replace("''", "'")
 
     # the compile-time checks of ComparisonExpression
     def equal(self, left: Node, right: Node) -> Node:
         for side in (left, right):
             if isinstance(side, Const) and side.value is None:
-                self.refuse(RUNTIME, f"'{side}' cannot be compared.")
+                raise FilterCompileError(RUNTIME, f"'{side}' cannot be compared.")
         if isinstance(left, Const) and isinstance(right, Const) and left.boolean and not right.boolean:
-            self.refuse(RUNTIME, f"'{left}' cannot be compared with '{right}'")
+            raise FilterCompileError(RUNTIME, f"'{left}' cannot be compared with '{right}'")
         self._note_int_literal(left, right)
         return Equal(left, right)
 
@@ -379,14 +179,14 @@ class _Parser:
         for side in (left, right):
             if (isinstance(side, Const) and (isinstance(side.value, bool) or not isinstance(side.value, (int, float)))) \
                     or (not isinstance(side, Const) and side.boolean):
-                self.refuse(RUNTIME, f"Value '{side}' cannot be compared.")
+                raise FilterCompileError(RUNTIME, f"Value '{side}' cannot be compared.")
         self._note_int_literal(left, right)
         return Order(op, left, right)
 
     def between(self, value: Node, low: Node, high: Node, negated: bool) -> Node:
         if negated:
             return Logic("OR", self.order("<", value, low), self.order(">", value, high))
-        if isinstance(low, Const) and isinstance(high, Const) and not self.scanning:
+        if isinstance(low, Const) and isinstance(high, Const):
             lv, hv = low.value, high.value
             if lv is None or hv is None:
                 raise FilterCompileError(RUNTIME, "Illegal values of between, values can not be null!")
@@ -400,8 +200,6 @@ class _Parser:
         return Logic("AND", self.order(">=", value, low), self.order("<=", value, high))
 
     def _note_int_literal(self, left: Node, right: Node) -> None:
-        if self.scanning:
-            return
         for a, b in ((left, right), (right, left)):
             if isinstance(a, Prop) and _int_literal(b) is not None:
                 self.literal_props.append((a.name, _int_literal(b)))

@@ -11,6 +11,9 @@ from tests.servers import Process, free_port, start_broker
 @pytest.mark.parametrize("args, text", [
     (["--sql", "a > '5'"], "--sql \"a > '5'\": Value ''5'' cannot be compared."),
     (["--sql", "a != 1"], 'Lexical error at line 1, column 3.  Encountered: "!" (33)'),
+    (["--sql", "a NOT 5"], 'Encountered " "NOT" "NOT "" at line 1, column 3. Was expecting one of: "BETWEEN", "IN", '
+                           '">", ">=", "<", "<="'),
+    (["--sql", "a IS"], 'Encountered "<EOF>" at line 1, column 4. Was expecting: "NOT"'),
     (["--sql", "a = 1", "--tag", "TagA"], "give either --tag or --sql, not both"),
 ])
 def test_a_bad_expression_is_one_line_before_any_request(args, text):
