@@ -687,6 +687,7 @@ class MessageStore(Dispatch, Replication):
         if len(offsets):
             behind = self.commitlog.max_offset - int(offsets[min(len(offsets), max_count) - 1])
             res.suggest_slave = behind > total_physical_memory() * self.cfg.accessMessageInMemoryMaxRatio // 100
+        f, f_start, f_size = None, 0, 0
         for off, size, code in zip(offsets.tolist(), units["size"].tolist(), units["tags_code"].tolist()):
             if len(res.messages) >= max_count or total_bytes >= self.cfg.maxTransferBytesOnMessageInMemory:
                 break
@@ -698,8 +699,20 @@ class MessageStore(Dispatch, Replication):
                 continue
             if matches is not None and not matches(code):
                 continue
-            data = self.read_bytes(off, size)
-            if data is None:
+            pos = off - f_start                  # most records are in the file of the one before
+            if not 0 <= pos < f_size:
+                f = self.commitlog.find(off)
+                if f is None:
+                    removing += 1
+                    continue
+                f_start, f_size = f.start, f.size
+                pos = off - f_start
+            if size <= 0 or pos + size > f.write_pos:
+                removing += 1
+                continue
+            try:
+                data = f.mm[pos:pos + size]
+            except ValueError:                  # deleted by retention meanwhile (its map is closed)
                 removing += 1
                 continue
             if accept is not None and not accept(data):

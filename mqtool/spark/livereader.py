@@ -56,14 +56,53 @@ def strides(rs: list[QueueRange], size: int):
                 c[1] = hi
 
 
-async def _pull_stride(client, opts: LiveOptions, s: _Stride, out: asyncio.Queue) -> None:
-    """Every record of the stride, as pull answers put on `out` as (body, broker, lo, hi)."""
+class _Answers:
+    """Pull answers the workers gathered, handed to the reading side a decode's worth at a time."""
+
+    def __init__(self):
+        self.items: list[tuple] = []
+        self.rows = self.bytes = 0
+        self.finished = False
+        self.failure: BaseException | None = None
+        self.ready = asyncio.Event()        # a decode's worth gathered, or the read finished
+        self.room = asyncio.Event()         # cleared while twice that waits to be taken
+        self.room.set()
+
+    def add(self, body: bytes, broker: str, lo: int, hi: int, rows: int) -> None:
+        self.items.append((body, broker, lo, hi))
+        self.rows += rows
+        self.bytes += len(body)
+        if self.rows >= DECODE_RECORDS or self.bytes >= DECODE_BYTES:
+            self.ready.set()
+            if self.rows >= 2 * DECODE_RECORDS or self.bytes >= 2 * DECODE_BYTES:
+                self.room.clear()
+
+    def finish(self, failure: BaseException | None = None) -> None:
+        self.failure = self.failure or failure
+        self.finished = True
+        self.ready.set()
+
+    async def take(self) -> list[tuple]:
+        await self.ready.wait()
+        if self.failure is not None:
+            raise self.failure
+        items, self.items, self.rows, self.bytes = self.items, [], 0, 0
+        if not self.finished:
+            self.ready.clear()
+        self.room.set()
+        return items
+
+
+async def _pull_stride(client, opts: LiveOptions, s: _Stride, out: _Answers) -> None:
+    """Every record of the stride, as pull answers added to `out`."""
     r = s.range
     mq = MessageQueue(r.topic, r.broker, r.queue_id)
     off, waited_since = s.lo, None
     filtered = opts.tags.strip() not in ("", "*")
     while off < s.hi:
         want = opts.pull_batch if filtered else min(opts.pull_batch, s.hi - off)
+        if not out.room.is_set():
+            await out.room.wait()
         try:
             resp = await client.pull_raw(mq, off, want, opts.tags)
         except RemotingCommandError:
@@ -87,7 +126,7 @@ async def _pull_stride(client, opts: LiveOptions, s: _Stride, out: asyncio.Queue
             off = min(qmin, s.hi)
             continue
         if resp.code == ResponseCode.SUCCESS:
-            await out.put((resp.body, r.broker, s.lo, s.hi))
+            out.add(resp.body, r.broker, s.lo, s.hi, min(nxt, s.hi) - off)
         elif resp.code != ResponseCode.PULL_RETRY_IMMEDIATELY and off >= qmax:
             # Planned from another broker's max offset (a slave behind its master, or a master that
             # lost its tail): wait for the messages, then give up naming what the broker holds.
@@ -111,59 +150,43 @@ def _lost(opts: LiveOptions, r: QueueRange, lo: int, hi: int, qmin: int) -> None
     log.warning("%s; skipped (failOnDataLoss=false)", what)
 
 
-async def _produce(opts: LiveOptions, rs: list[QueueRange], out: asyncio.Queue) -> None:
+async def _produce(opts: LiveOptions, rs: list[QueueRange], out: _Answers) -> None:
+    """WINDOW workers, each pulling the next stride until none is left (no task per stride)."""
     client = consumer(opts, timeout_s=min(opts.timeout_s, 10.0))
-    window = asyncio.Semaphore(WINDOW)
-    running: set[asyncio.Task] = set()
-    failure: list[BaseException] = []
+    todo = strides(rs, max(opts.pull_batch, 1))
 
-    async def one(s):
-        try:
+    async def worker():
+        for s in todo:                       # the workers share one iterator
+            if out.failure is not None:
+                return
             await _pull_stride(client, opts, s, out)
-        except BaseException as exc:  # noqa: BLE001 - handed to the reading side
-            failure.append(exc)
-        finally:
-            window.release()
+    workers = [asyncio.create_task(worker()) for _ in range(WINDOW)]
+    failure = None
     try:
-        for s in strides(rs, max(opts.pull_batch, 1)):
-            await window.acquire()
-            if failure:
-                break
-            t = asyncio.create_task(one(s))
-            running.add(t)
-            t.add_done_callback(running.discard)
-        if running:
-            await asyncio.gather(*running)
-        await out.put(failure[0] if failure else None)
-    except BaseException as exc:  # noqa: BLE001
-        await out.put(exc)
+        for w in asyncio.as_completed(workers):
+            await w
+    except BaseException as exc:  # noqa: BLE001 - handed to the reading side
+        failure = exc
     finally:
-        for t in running:
-            t.cancel()
-        await client.close()
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        await client.close()                 # before the reading side hears the end and closes the loop
+        out.finish(failure)
 
 
 def read_ranges(opts: LiveOptions, rs: list[QueueRange]):
     """Record batches (LIVE_COLUMNS order) of every message in the ranges."""
     loop = asyncio.new_event_loop()
-    out: asyncio.Queue = asyncio.Queue(maxsize=4 * WINDOW)
+    out = _Answers()
     producer = loop.create_task(_produce(opts, rs, out))
-    pending: list[tuple] = []
-    size = 0
     try:
         while True:
-            item = loop.run_until_complete(out.get())
-            if item is None:
+            items = loop.run_until_complete(out.take())
+            if items:
+                yield from decode_answers(items, opts.tags)
+            if out.finished and not out.items:
                 break
-            if isinstance(item, BaseException):
-                raise item
-            pending.append(item)
-            size += len(item[0])
-            if size >= DECODE_BYTES or len(pending) * opts.pull_batch >= DECODE_RECORDS:
-                yield from decode_answers(pending, opts.tags)
-                pending, size = [], 0
-        if pending:
-            yield from decode_answers(pending, opts.tags)
     finally:
         if not producer.done():
             producer.cancel()

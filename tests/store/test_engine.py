@@ -278,3 +278,25 @@ def test_clean_expired_queues_removes_queues_of_deleted_messages_but_the_schedul
         removed = s.clean_expired_queues()
         assert removed == 1 and s.max_offset("Old", 0) == 0 and not (root / "consumequeue" / "Old" / "0").exists()
         assert s.max_offset("SCHEDULE_TOPIC_XXXX", 0) == 1 and s.max_offset("T", 0) == 2000
+
+
+def test_get_across_commit_log_files_answers_each_record_as_read_alone(tmp_path):
+    """get keeps the file of the record before (no look-up per record): answers that cross a file
+    end, and start at any offset, hold exactly the records read one by one, in order."""
+    with MessageStore(config(tmp_path, mappedFileSizeCommitLog=4096)) as s:
+        for i in range(300):
+            s.put(msg(i, queue=i % 2))
+        s.drain_dispatch()
+        assert len(s.commitlog.files) > 5
+        for q in (0, 1):
+            cq = s.queues[("T", q)]
+            expected = [s.read_bytes(int(u["offset"]), int(u["size"])) for u in cq.units(0, 1000)]
+            for start in (0, 7, 31):
+                off, got = start, []
+                while True:
+                    r = s.get("T", q, off, 32)
+                    if r.status is not GetStatus.FOUND:
+                        break
+                    got += r.messages
+                    off = r.next_begin_offset
+                assert got == expected[start:] and off == len(expected)
