@@ -152,6 +152,7 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    GET_TOPIC_CONFIG = 351              # 5.x; mqtool's brokers answer it (one topic's config), 4.9.8's do not
     GET_BROKER_HA_STATUS = 907          # 5.x; mqtool's brokers answer it (HARuntimeInfo)
 
 

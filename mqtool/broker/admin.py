@@ -10,8 +10,8 @@ from mqtool_remoting import jsonbody
 from mqtool_remoting.bodies import ConsumeStats
 from mqtool_remoting.codes import ResponseCode
 from mqtool_remoting.headers import (ConsumerGroupHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
-                              GetConsumeStatsRequestHeader, ProducerGroupHeader, TopicRequestHeader,
-                              from_ext_fields)
+                              GetConsumeStatsRequestHeader, GetTopicConfigRequestHeader, ProducerGroupHeader,
+                              TopicRequestHeader, from_ext_fields)
 
 
 SLAVE_ADMIN_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
@@ -67,6 +67,18 @@ async def all_topic_config(ctrl, conn, cmd):
     body = {"dataVersion": ctrl.topics.data_version.to_json(),
             "topicConfigTable": {k: v.to_json() for k, v in ctrl.topics.table.items()}}
     return cmd.response(ResponseCode.SUCCESS, None, None, plain_json(body))
+
+
+async def topic_config(ctrl, conn, cmd):
+    """GET_TOPIC_CONFIG (351, 5.x's AdminBrokerProcessor.getTopicConfig): one topic's config, so that a
+    client keeping what a broker has for a topic does not fetch the whole table; 4.9.8 brokers answer it
+    REQUEST_CODE_NOT_SUPPORTED. The body is 5.x's TopicConfigAndQueueMapping without a mapping (no
+    static topics here), which is the TopicConfig's JSON."""
+    h = from_ext_fields(GetTopicConfigRequestHeader, cmd.ext_fields)
+    cfg = ctrl.topics.get(h.topic)
+    if cfg is None:
+        return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {h.topic}")
+    return cmd.response(ResponseCode.SUCCESS, None, None, plain_json(cfg.to_json()))
 
 
 async def topic_stats(ctrl, conn, cmd):

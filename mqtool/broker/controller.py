@@ -60,6 +60,7 @@ HANDLERS = {
     RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
     RequestCode.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
     RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
+    RequestCode.GET_TOPIC_CONFIG: admin.topic_config,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.create_group,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_groups,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_group,

@@ -202,3 +202,66 @@ def test_the_plain_full_registration_body_is_what_register_broker_body_encodes(t
             assert sent[-1].body == body.encode(False)
             assert set(body.topicConfigSerializeWrapper.topicConfigTable) == set(broker.topics.table)
     run(scenario())
+
+
+@pytest.fixture
+def asked(monkeypatch) -> list[int]:
+    """The code of every GET_TOPIC_CONFIG and GET_ALL_TOPIC_CONFIG a broker's main port handles."""
+    from mqtool.broker import controller
+    seen = []
+    for code in (RequestCode.GET_TOPIC_CONFIG, RequestCode.GET_ALL_TOPIC_CONFIG):
+        def spy(ctrl, conn, cmd, real=controller.HANDLERS[code]):
+            seen.append(cmd.code)
+            return real(ctrl, conn, cmd)
+        monkeypatch.setitem(controller.HANDLERS, code, spy)
+    return seen
+
+
+@pytest.mark.parametrize("broker_kind", ["mqtool", "4.9.8"])
+def test_create_topic_keeps_what_is_there_without_fetching_the_table(tmp_path, monkeypatch, asked, broker_kind):
+    """A value left out is read from the one topic's config (GET_TOPIC_CONFIG, 351); a broker that answers
+    351 REQUEST_CODE_NOT_SUPPORTED, as 4.9.8's does, is asked for its whole table instead."""
+    from mqtool.broker import controller
+    from mqtool.broker.topics import TopicConfig
+    from mqtool.client.admin import Admin
+    if broker_kind == "4.9.8":
+        monkeypatch.delitem(controller.HANDLERS, RequestCode.GET_TOPIC_CONFIG)
+
+    async def scenario():
+        async with running_pair(tmp_path) as (ns, broker, client):
+            for i in range(300):            # a table the answer must not carry
+                broker.topics.update(TopicConfig(f"Filler{i}", 1, 1))
+            admin = Admin(f"127.0.0.1:{ns.port}")
+            try:
+                await admin.create_topic("Kept", read=3, perm=4)            # new: mqadmin's defaults for the rest
+                assert broker.topics.get("Kept") == TopicConfig("Kept", 3, 8, 4)
+                await admin.create_topic("Kept", write=2)                   # existing: read and perm kept
+                assert broker.topics.get("Kept") == TopicConfig("Kept", 3, 2, 4)
+                await admin.create_topic("Kept", 5, 5, 6, False)            # all given: nothing asked
+                assert broker.topics.get("Kept") == TopicConfig("Kept", 5, 5, 6)
+                assert await admin.delete_topic("Kept") == {"broker-a": True}
+                assert await admin.delete_topic("Kept") == {"broker-a": False}
+            finally:
+                await admin.close()
+            if broker_kind == "mqtool":
+                assert asked == [RequestCode.GET_TOPIC_CONFIG] * 4
+            else:
+                assert asked == [RequestCode.GET_ALL_TOPIC_CONFIG] * 4    # 351 never reached a handler
+    run(scenario())
+
+
+def test_get_topic_config_answers_one_topic_as_5_x_does(tmp_path):
+    async def scenario():
+        async with running_pair(tmp_path) as (ns, broker, client):
+            addr = broker.config.broker_addr
+            assert (await client.invoke(addr, create_topic_cmd("One", 3), 5)).code == ResponseCode.SUCCESS
+            resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": "One"}), 5)
+            assert resp.code == ResponseCode.SUCCESS
+            assert jsonbody.loads(resp.body) == {"topicName": "One", "readQueueNums": 3, "writeQueueNums": 3,
+                                                 "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
+                                                 "order": False}
+            resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": "None"}), 5)
+            assert resp.code == ResponseCode.TOPIC_NOT_EXIST and resp.remark == "No topic in this broker. topic: None"
+            resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {}), 5)
+            assert resp.code == ResponseCode.SYSTEM_ERROR and "topic" in resp.remark
+    run(scenario())
