@@ -99,6 +99,22 @@ async def topic_stats(ctrl, conn, cmd):
     return cmd.response(ResponseCode.SUCCESS, None, None, topic_stats_body(ctrl.config.brokerName, h.topic, rows))
 
 
+async def all_topic_offsets(ctrl, conn, cmd):
+    """GET_ALL_TOPIC_OFFSETS (mqtool's own code): {"maxOffsets": {topic: [max offset of write queue 0,
+    1, ...]}} for every topic, from one look-up per queue: `mqtool top` reads a 10,000-topic broker
+    in one request (~40 ms here) instead of one GET_TOPIC_STATS_INFO per topic, each of which reads
+    the last message of every queue for a timestamp top does not show."""
+    queues = ctrl.store.queues               # drained once, not once per queue
+    with ctrl.topics.lock:
+        configs = list(ctrl.topics.table.values())
+    table = {}
+    for cfg in configs:
+        topic = cfg.topicName
+        table[topic] = [cq.max_offset if (cq := queues.get((topic, q))) is not None else 0
+                        for q in range(cfg.writeQueueNums)]
+    return cmd.response(ResponseCode.SUCCESS, None, None, plain_json({"maxOffsets": table}))
+
+
 def topic_stats_body(broker: str, topic: str, rows) -> bytes:
     """TopicStatsTable as jsonbody.dumps writes it (MessageQueue keys as JSON objects), by string
     formatting: `mqtool top` asks it of every topic, and the general encoder took 1.5 ms of the

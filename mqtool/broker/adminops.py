@@ -97,11 +97,20 @@ async def broker_consume_stats(ctrl, conn, cmd):
 def consume_stats_list_body(body: ConsumeStatsList) -> bytes:
     """jsonbody.dumps(body.to_json()) by string formatting: at 5,000 groups the general encoder
     (MessageQueue keys written as JSON objects) took seconds of the broker's loop for each
-    `mqtool top` sample (tests hold the two equal)."""
+    `mqtool top` sample (tests hold the two equal). Each broker name and topic is quoted once, not
+    once per queue (two thirds of the time at 5,000 groups)."""
+    quoted: dict[str, str] = {}
+
+    def quote(text: str) -> str:
+        out = quoted.get(text)
+        if out is None:
+            out = quoted[text] = json.dumps(text, ensure_ascii=False)
+        return out
+
     def stats_text(stats) -> str:
         rows = ",".join(
-            f'{{"brokerName":{json.dumps(q.brokerName, ensure_ascii=False)},"queueId":{q.queueId},'
-            f'"topic":{json.dumps(q.topic, ensure_ascii=False)}}}:{{"brokerOffset":{w.brokerOffset},'
+            f'{{"brokerName":{quote(q.brokerName)},"queueId":{q.queueId},'
+            f'"topic":{quote(q.topic)}}}:{{"brokerOffset":{w.brokerOffset},'
             f'"consumerOffset":{w.consumerOffset},"lastTimestamp":{w.lastTimestamp}}}'
             for q, w in stats.offsetTable.items())
         return f'{{"consumeTps":{json.dumps(float(stats.consumeTps))},"offsetTable":{{{rows}}}}}'

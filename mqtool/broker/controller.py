@@ -61,6 +61,7 @@ HANDLERS = {
     RequestCode.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
     RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
     RequestCode.GET_TOPIC_CONFIG: admin.topic_config,
+    RequestCode.GET_ALL_TOPIC_OFFSETS: admin.all_topic_offsets,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.create_group,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_groups,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_group,
