@@ -4,8 +4,8 @@ Each sample asks every broker its runtime info (GET_BROKER_RUNTIME_INFO: put/get
 master, all at once, its topics' queue offsets and every group's progress (GET_BROKER_CONSUME_STATS,
 one request). The offsets come in one answer from a broker that has mqtool's GET_ALL_TOPIC_OFFSETS;
 a broker that answers it REQUEST_CODE_NOT_SUPPORTED (Java's) is asked GET_ALL_TOPIC_CONFIG, then
-GET_TOPIC_STATS_INFO per topic (3-4 s of client time at 10,000 topics), and not asked the first
-again. Topic and group rates are the change of offsets between two samples over the time between
+GET_TOPIC_STATS_INFO per topic (~0.9 s of a sample at 10,000 topics, against ~45 ms), and not asked
+the first again. Topic and group rates are the change of offsets between two samples over the time between
 them, so they are live, not last-minute averages.
 """
 from __future__ import annotations
