@@ -12,7 +12,10 @@ A `mqtool namesrv` process and a `mqtool broker` process (ASYNC_FLUSH, metricsPo
 - at T topics and G groups: the broker's start-up (SIGTERM, start again on the same store, until
   "boot success"), `/metrics` scrapes, GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
   GET_CONSUME_STATS, the broker's anonymous memory per topic; `mqtool topic list`, `group list`,
-  `cluster list`, `top --once` (wall time of the command);
+  `cluster list`, `top --once` (wall time of the command); one `mqtool top` sample (ClusterWatch.step,
+  in this process) with the broker's GET_ALL_TOPIC_OFFSETS and with the path a 4.9.8 broker takes
+  (and every broker took before: GET_TOPIC_STATS_INFO per topic), each beside one GET_ALL_TOPIC_CONFIG
+  round trip measured just before;
 - the name server (a second, fresh process): B brokers registering N topics each (distinct
   topics, full bodies, plain and compressed), then again with the same data version every 30 s
   (here: back to back); route look-ups of random topics (round trip, an upper bound of the server
@@ -171,6 +174,43 @@ async def reads(addr: str, metrics_port: int, groups: int) -> dict:
     return out
 
 
+async def top_samples(namesrv: str, addr: str, samples: int = 5) -> dict:
+    """One `mqtool top` sample, as the command takes it every refresh: with the broker's one-request
+    offsets, and topic by topic (the broker marked as one without GET_ALL_TOPIC_OFFSETS, as 4.9.8's)."""
+    from mqtool.client.admin import Admin
+    from mqtool.client.top import ClusterWatch, Sample
+    admin, client = Admin(namesrv), RemotingClient()
+    out = {}
+    try:
+        baseline = summary([await timed(client, addr, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG))
+                            for _ in range(5)])
+        out["top_baseline_get_all_topic_config"] = baseline
+        for name, per_topic in (("top_sample_one_request", False), ("top_sample_per_topic", True)):
+            watch = ClusterWatch(admin)
+            if per_topic:
+                watch.per_topic.add(addr)
+            await watch.step()                 # connections made, a first sample to rate against
+            ms = []
+            for _ in range(samples):
+                t0 = time.perf_counter()
+                view = await watch.step()
+                ms.append((time.perf_counter() - t0) * 1000)
+            out[name] = dict(summary(ms), topics=len(view["topics"]), groups=len(view["groups"]))
+            part = []                          # the topics' share alone: what the two ways differ in
+            for _ in range(samples):
+                t0 = time.perf_counter()
+                await watch._topics(addr, Sample(0.0), set(), set())
+                part.append((time.perf_counter() - t0) * 1000)
+            out[f"{name}_topics_part"] = summary(part)
+            out[f"{name}_ratio_to_baseline"] = round(out[name]["p50_ms"] / baseline["p50_ms"], 1)
+        out["top_sample_per_topic_to_one_request"] = round(
+            out["top_sample_per_topic"]["p50_ms"] / out["top_sample_one_request"]["p50_ms"], 1)
+    finally:
+        await admin.close()
+        await client.close()
+    return out
+
+
 async def deletes(addr: str, topics: int, groups: int) -> dict:
     client = RemotingClient()
     try:
@@ -225,6 +265,7 @@ def broker_phase(args, tmp: Path) -> dict:
         broker = Server(cmd)
         out["start_at_scale_s"] = round(broker.boot_s, 3)
         out.update(asyncio.run(reads(addr, metrics_port, args.groups)))
+        out.update(asyncio.run(top_samples(f"127.0.0.1:{ns_port}", addr)))
         out["cli_s"] = cli_times(f"127.0.0.1:{ns_port}")
         out.update(asyncio.run(deletes(addr, args.topics, args.groups)))
     finally:
@@ -354,6 +395,12 @@ def main() -> int:
     print(f"start-up at scale {b['start_at_scale_s']} s (empty {b['start_empty_s']} s); /metrics p50 "
           f"{b['metrics_scrape']['p50_ms']} ms; GET_ALL_TOPIC_CONFIG p50 {b['get_all_topic_config']['p50_ms']} ms; "
           f"memory {b['rss_anon_kib_per_topic_and_group']} KiB per topic or group")
+    print(f"mqtool top, one sample at {args.topics} topics and {args.groups} groups: p50 "
+          f"{b['top_sample_one_request']['p50_ms']} ms ({b['top_sample_one_request_ratio_to_baseline']}x one "
+          f"GET_ALL_TOPIC_CONFIG, {b['top_baseline_get_all_topic_config']['p50_ms']} ms); topic by topic (4.9.8's "
+          f"path, and before) {b['top_sample_per_topic']['p50_ms']} ms "
+          f"({b['top_sample_per_topic_to_one_request']}x); the topics' part alone "
+          f"{b['top_sample_one_request_topics_part']['p50_ms']} ms against {b['top_sample_per_topic_topics_part']['p50_ms']} ms")
     print(f"name server, {args.ns_brokers} x {args.ns_topics} topics: register plain changed p50 "
           f"{n['register_plain_changed']['p50_ms']} ms, unchanged {n['register_plain_unchanged']['p50_ms']} ms; "
           f"compressed changed {n['register_compressed_changed']['p50_ms']} ms, unchanged "

@@ -152,7 +152,11 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    GET_TOPIC_CONFIG = 351              # 5.x; mqtool's brokers answer it (one topic's config), 4.9.8's do not
     GET_BROKER_HA_STATUS = 907          # 5.x; mqtool's brokers answer it (HARuntimeInfo)
+    # mqtool's own, in no RocketMQ (a Java broker answers REQUEST_CODE_NOT_SUPPORTED): every topic's
+    # queue max offsets in one answer, what `mqtool top` otherwise asks GET_TOPIC_STATS_INFO per topic
+    GET_ALL_TOPIC_OFFSETS = 90001
 
 
 class ResponseCode(IntEnum):

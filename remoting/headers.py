@@ -270,6 +270,13 @@ DeleteTopicRequestHeader = GetTopicStatsInfoRequestHeader = QueryTopicConsumeByW
 
 
 @dataclass(frozen=True)
+class GetTopicConfigRequestHeader:
+    """5.x GET_TOPIC_CONFIG (351): `lo` asks for the static topic's queue mapping too (mqtool has none)."""
+    topic: str
+    lo: bool | None = None
+
+
+@dataclass(frozen=True)
 class DeleteSubscriptionGroupRequestHeader:
     groupName: str
     removeOffset: bool | None = None

@@ -10,8 +10,8 @@ from mqtool_remoting import jsonbody
 from mqtool_remoting.bodies import ConsumeStats
 from mqtool_remoting.codes import ResponseCode
 from mqtool_remoting.headers import (ConsumerGroupHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
-                              GetConsumeStatsRequestHeader, ProducerGroupHeader, TopicRequestHeader,
-                              from_ext_fields)
+                              GetConsumeStatsRequestHeader, GetTopicConfigRequestHeader, ProducerGroupHeader,
+                              TopicRequestHeader, from_ext_fields)
 
 
 SLAVE_ADMIN_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
@@ -69,6 +69,18 @@ async def all_topic_config(ctrl, conn, cmd):
     return cmd.response(ResponseCode.SUCCESS, None, None, plain_json(body))
 
 
+async def topic_config(ctrl, conn, cmd):
+    """GET_TOPIC_CONFIG (351, 5.x's AdminBrokerProcessor.getTopicConfig): one topic's config, so that a
+    client keeping what a broker has for a topic does not fetch the whole table; 4.9.8 brokers answer it
+    REQUEST_CODE_NOT_SUPPORTED. The body is 5.x's TopicConfigAndQueueMapping without a mapping (no
+    static topics here), which is the TopicConfig's JSON."""
+    h = from_ext_fields(GetTopicConfigRequestHeader, cmd.ext_fields)
+    cfg = ctrl.topics.get(h.topic)
+    if cfg is None:
+        return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {h.topic}")
+    return cmd.response(ResponseCode.SUCCESS, None, None, plain_json(cfg.to_json()))
+
+
 async def topic_stats(ctrl, conn, cmd):
     h = from_ext_fields(TopicRequestHeader, cmd.ext_fields)
     cfg = ctrl.topics.get(h.topic)
@@ -85,6 +97,22 @@ async def topic_stats(ctrl, conn, cmd):
                 last = int.from_bytes(res.messages[0][56:64], "big")
         rows.append((q, last, mx, store.min_offset(h.topic, q)))
     return cmd.response(ResponseCode.SUCCESS, None, None, topic_stats_body(ctrl.config.brokerName, h.topic, rows))
+
+
+async def all_topic_offsets(ctrl, conn, cmd):
+    """GET_ALL_TOPIC_OFFSETS (mqtool's own code): {"maxOffsets": {topic: [max offset of write queue 0,
+    1, ...]}} for every topic, from one look-up per queue: `mqtool top` reads a 10,000-topic broker
+    in one request (~40 ms here) instead of one GET_TOPIC_STATS_INFO per topic, each of which reads
+    the last message of every queue for a timestamp top does not show."""
+    queues = ctrl.store.queues               # drained once, not once per queue
+    with ctrl.topics.lock:
+        configs = list(ctrl.topics.table.values())
+    table = {}
+    for cfg in configs:
+        topic = cfg.topicName
+        table[topic] = [cq.max_offset if (cq := queues.get((topic, q))) is not None else 0
+                        for q in range(cfg.writeQueueNums)]
+    return cmd.response(ResponseCode.SUCCESS, None, None, plain_json({"maxOffsets": table}))
 
 
 def topic_stats_body(broker: str, topic: str, rows) -> bytes:

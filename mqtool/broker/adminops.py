@@ -10,6 +10,7 @@ import logging
 import time
 
 from mqtool.broker.filters import compile_filter, is_tag_type, remark_of
+from mqtool.broker.offsets import TOPIC_GROUP_SEPARATOR
 from mqtool.broker.stats import GROUP_GET_NUMS
 from mqtool.common.sql92 import FilterCompileError
 from mqtool_remoting import jsonbody
@@ -66,12 +67,18 @@ async def topic_consume_by_who(ctrl, conn, cmd):
 
 
 def group_consume_stats(ctrl, group: str, topic: str, queues: int) -> ConsumeStats:
+    """The group's offsets of the topic and the store's queues are looked up once, not per queue
+    (GET_BROKER_CONSUME_STATS does this for every group: 40,000 queues at 5,000 groups)."""
     stats = ConsumeStats()
+    committed = ctrl.offsets.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})
+    store_queues = ctrl.store.queues         # drained once
+    broker = ctrl.config.brokerName
     for q in range(queues):
-        consumer = max(ctrl.offsets.query(group, topic, q), 0)
+        consumer = max(committed.get(q, -1), 0)
         last = store_time_at(ctrl, topic, q, consumer - 1) if consumer > 0 else 0
-        stats.offsetTable[mq(ctrl, topic, q)] = OffsetWrapper(max(ctrl.store.max_offset(topic, q), 0), consumer,
-                                                              max(last, 0))
+        cq = store_queues.get((topic, q))
+        stats.offsetTable[MessageQueue(topic, broker, q)] = OffsetWrapper(
+            max(cq.max_offset, 0) if cq is not None else 0, consumer, max(last, 0))
     stats.consumeTps = ctrl.stats.minute_tps(GROUP_GET_NUMS, f"{topic}@{group}")
     return stats
 
@@ -97,11 +104,20 @@ async def broker_consume_stats(ctrl, conn, cmd):
 def consume_stats_list_body(body: ConsumeStatsList) -> bytes:
     """jsonbody.dumps(body.to_json()) by string formatting: at 5,000 groups the general encoder
     (MessageQueue keys written as JSON objects) took seconds of the broker's loop for each
-    `mqtool top` sample (tests hold the two equal)."""
+    `mqtool top` sample (tests hold the two equal). Each broker name and topic is quoted once, not
+    once per queue (two thirds of the time at 5,000 groups)."""
+    quoted: dict[str, str] = {}
+
+    def quote(text: str) -> str:
+        out = quoted.get(text)
+        if out is None:
+            out = quoted[text] = json.dumps(text, ensure_ascii=False)
+        return out
+
     def stats_text(stats) -> str:
         rows = ",".join(
-            f'{{"brokerName":{json.dumps(q.brokerName, ensure_ascii=False)},"queueId":{q.queueId},'
-            f'"topic":{json.dumps(q.topic, ensure_ascii=False)}}}:{{"brokerOffset":{w.brokerOffset},'
+            f'{{"brokerName":{quote(q.brokerName)},"queueId":{q.queueId},'
+            f'"topic":{quote(q.topic)}}}:{{"brokerOffset":{w.brokerOffset},'
             f'"consumerOffset":{w.consumerOffset},"lastTimestamp":{w.lastTimestamp}}}'
             for q, w in stats.offsetTable.items())
         return f'{{"consumeTps":{json.dumps(float(stats.consumeTps))},"offsetTable":{{{rows}}}}}'

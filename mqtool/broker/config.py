@@ -47,6 +47,7 @@ class BrokerConfig:
     registerBrokerTimeoutMills: int = 6000
     registerNameServerPeriod: int = 30000
     compressedRegister: bool = False   # the full registration's body deflated (RegisterBrokerBody.encode(true))
+    forceRegister: bool = True         # false: the periodic registration only to name servers whose data version differs
     longPollingEnable: bool = True
     shortPollingTimeMills: int = 1000
     notifyConsumerIdsChangedEnable: bool = True
@@ -92,7 +93,7 @@ class BrokerConfig:
 RUNTIME_KEYS = frozenset("""
     brokerPermission defaultTopicQueueNums longPollingEnable shortPollingTimeMills notifyConsumerIdsChangedEnable
     transactionTimeOut transactionCheckMax transactionCheckInterval flushConsumerOffsetInterval
-    rejectTransactionMessage slaveReadEnable registerBrokerTimeoutMills compressedRegister
+    rejectTransactionMessage slaveReadEnable registerBrokerTimeoutMills compressedRegister forceRegister
     maxMessageSize flushCommitLogLeastPages syncFlushTimeout maxMsgsNumBatch defaultQueryMaxNum fileReservedTime
     cleanResourceInterval flushDelayOffsetInterval deleteWhen diskMaxUsedSpaceRatio cleanFileForciblyEnable
     maxTransferBytesOnMessageInMemory maxTransferCountOnMessageInMemory accessMessageInMemoryMaxRatio

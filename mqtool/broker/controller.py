@@ -60,6 +60,8 @@ HANDLERS = {
     RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
     RequestCode.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
     RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
+    RequestCode.GET_TOPIC_CONFIG: admin.topic_config,
+    RequestCode.GET_ALL_TOPIC_OFFSETS: admin.all_topic_offsets,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.create_group,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_groups,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_group,
@@ -470,7 +472,8 @@ class BrokerController:
         period = min(max(self.config.registerNameServerPeriod, 10_000), 60_000) / 1000
         while True:
             wait = period
-            if self.is_slave and not self.slave_sync.master_addr:
+            seeking = self.is_slave and not self.slave_sync.master_addr
+            if seeking:
                 wait = SLAVE_SEEKING_MASTER_S    # a slave started before its master finds it sooner
             try:
                 async with asyncio.timeout(wait):
@@ -478,10 +481,12 @@ class BrokerController:
             except TimeoutError:
                 pass
             self._register_soon.clear()
-            await self.register_all()
+            # forceRegister=false skips the name servers that have this data version, but a slave
+            # still seeking its master learns it from a registration's answer, so it registers
+            await self.register_all(force=self.config.forceRegister or seeking)
 
-    async def register_all(self) -> None:
-        await self.registration.register_all()
+    async def register_all(self, force: bool = True) -> None:
+        await self.registration.register_all(force)
 
     def _learn_master(self, ext: dict) -> None:
         """A slave learns its master from the register response (haServerAddr, masterAddr)."""

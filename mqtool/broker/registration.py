@@ -7,6 +7,12 @@ registerIncrementBrokerData, BrokerOuterAPI.registerBrokerAll in 4.9.8).
   (the name server adds it and keeps the rest); the changes made while one is on its way go out
   together in the next, so a burst costs one small registration per round trip, not one per change.
 
+* periodic with forceRegister=false: each name server is first asked QUERY_DATA_VERSION (the
+  broker's data version in the body), and the full registration goes only to those whose version
+  differs (or that did not answer); the name server takes the query as a heartbeat. 4.9.8's
+  needRegister re-registers with every name server once any of them differs; this sends it to
+  those that need it only.
+
 One registration is on its way at a time, to every name server at once (4.9.8 sends them from a
 thread pool and waits for all, registerBrokerTimeoutMills at most).
 """
@@ -18,8 +24,8 @@ import logging
 import zlib
 
 from mqtool.broker.topics import PERM_RW, TopicConfig
-from mqtool_remoting import bodies
-from mqtool_remoting.codes import RequestCode
+from mqtool_remoting import bodies, jsonbody
+from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingError
 
@@ -32,7 +38,7 @@ class NamesrvRegistration:
         self._lock: asyncio.Lock | None = None
         self._pending: dict[str, TopicConfig] = {}
         self._round: asyncio.Future | None = None     # done once the pending changes were sent
-        self.sent = {"full": 0, "incremental": 0}      # registrations made (for tests and figures)
+        self.sent = {"full": 0, "incremental": 0, "skipped": 0}   # registrations made or not needed (tests, figures)
 
     @property
     def lock(self) -> asyncio.Lock:
@@ -71,12 +77,47 @@ class NamesrvRegistration:
 
     # ------------------------------------------------------------------ full
 
-    async def register_all(self) -> None:
+    async def register_all(self, force: bool = True) -> None:
+        """Every topic to every name server; with force=False (forceRegister=false, the periodic one)
+        only to the name servers whose data version for this broker is not the broker's."""
         async with self.lock:
+            addrs = None
+            if not force:
+                addrs = await self._changed_namesrvs(self.ctrl.topics.data_version.to_json())
+                if not addrs:
+                    self.sent["skipped"] += 1
+                    return
             with self.ctrl.topics.lock:
                 configs = list(self.ctrl.topics.table.values())
                 version = self.ctrl.topics.data_version.to_json()
-            await self._register(self._table(configs), version, "full")
+            await self._register(self._table(configs), version, "full", addrs)
+
+    async def _changed_namesrvs(self, version: dict) -> list[str]:
+        addrs = self.ctrl.config.namesrv_addrs
+        changed = await asyncio.gather(*(self._version_differs(addr, version) for addr in addrs))
+        return [addr for addr, differs in zip(addrs, changed) if differs]
+
+    async def _version_differs(self, addr: str, version: dict) -> bool:
+        """BrokerOuterAPI.needRegister for one name server: its `changed`, or a data version it
+        returns that is not ours; a failed query counts as changed (so is an error answer, which
+        4.9.8 counts as unchanged: a name server that cannot say is registered with)."""
+        cfg = self.ctrl.config
+        ext = {"brokerName": cfg.brokerName, "brokerAddr": cfg.broker_addr, "clusterName": cfg.brokerClusterName,
+               "brokerId": cfg.brokerId}
+        try:
+            resp = await self.ctrl.namesrv_client.invoke(addr, RemotingCommand.request(
+                RequestCode.QUERY_DATA_VERSION, ext, jsonbody.dumps(version), language="JAVA"),
+                cfg.registerBrokerTimeoutMills / 1000)
+            if resp.code != ResponseCode.SUCCESS:
+                log.warning("query data version from name server %s: %s %s", addr, resp.code, resp.remark)
+                return True
+            if resp.ext_fields.get("changed", "true").lower() != "false":
+                return True
+            return bool(resp.body) and bodies.DataVersion.from_json(jsonbody.loads(resp.body)) != \
+                bodies.DataVersion.from_json(version)
+        except (RemotingError, ValueError, TypeError, AttributeError) as exc:
+            log.warning("query data version from name server %s failed: %s", addr, exc)
+            return True
 
     # ------------------------------------------------------------------ the request
 
@@ -90,8 +131,8 @@ class NamesrvRegistration:
         return {c.topicName: bodies.TopicConfig(c.topicName, c.readQueueNums, c.writeQueueNums, c.perm,
                                                 c.topicFilterType, c.topicSysFlag, c.order) for c in configs}
 
-    async def _register(self, table: dict, version: dict, kind: str) -> None:
-        addrs = self.ctrl.config.namesrv_addrs
+    async def _register(self, table: dict, version: dict, kind: str, addrs: list[str] | None = None) -> None:
+        addrs = self.ctrl.config.namesrv_addrs if addrs is None else addrs
         if not addrs:
             return
         body = bodies.RegisterBrokerBody(bodies.TopicConfigSerializeWrapper(

@@ -1,9 +1,12 @@
 """What `mqtool top` shows: a cluster's brokers, topics and consumer groups, sampled again and again.
 
-Each sample asks every master three things: its runtime info (GET_BROKER_RUNTIME_INFO: put/get TPS,
-disk), its topics' queue offsets (GET_ALL_TOPIC_CONFIG, then GET_TOPIC_STATS_INFO per topic) and
-every group's progress (GET_BROKER_CONSUME_STATS, one request). Topic and group rates are the change
-of offsets between two samples over the time between them, so they are live, not last-minute averages.
+Each sample asks every broker its runtime info (GET_BROKER_RUNTIME_INFO: put/get TPS, disk) and every
+master, all at once, its topics' queue offsets and every group's progress (GET_BROKER_CONSUME_STATS,
+one request). The offsets come in one answer from a broker that has mqtool's GET_ALL_TOPIC_OFFSETS;
+a broker that answers it REQUEST_CODE_NOT_SUPPORTED (Java's) is asked GET_ALL_TOPIC_CONFIG, then
+GET_TOPIC_STATS_INFO per topic (~0.9 s of a sample at 10,000 topics, against ~45 ms), and not asked
+the first again. Topic and group rates are the change of offsets between two samples over the time between
+them, so they are live, not last-minute averages.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 from mqtool.client.admin import Admin, _num
 from mqtool.client.base import check
 from mqtool_remoting import jsonbody
-from mqtool_remoting.codes import RequestCode
+from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingCommandError, RemotingError
 
@@ -61,9 +64,15 @@ def consume_stats_list(body: bytes) -> dict:
     the keys, JSON objects, are turned into JSON strings and the rest read by the json module; the
     general reader (which takes any body this does not fit) took seconds at 5,000 groups."""
     try:
-        return json.loads(_MQ_KEY.sub(rb'"\2\\u0000\1":', body))
+        return json.loads(_MQ_KEY.sub(_string_key, body))
     except ValueError:
         return jsonbody.loads(body)
+
+
+def _string_key(m: re.Match) -> bytes:
+    """A MessageQueue key as the string "topic\\u0000queueId" (a function, not a template: re's
+    template expansion was half the time of the substitution)."""
+    return b'"' + m[2] + b'\\u0000' + m[1] + b'":'
 
 
 def _topic_of(key) -> str:
@@ -93,6 +102,7 @@ class ClusterWatch:
         self.admin, self.cluster, self.system = admin, cluster, system
         self.last: Sample | None = None
         self.trends: dict[tuple[str, str], deque] = {}
+        self.per_topic: set[str] = set()     # brokers without GET_ALL_TOPIC_OFFSETS (asked topic by topic)
 
     async def sample(self) -> Sample:
         info = await self.admin.cluster_info()
@@ -101,19 +111,20 @@ class ClusterWatch:
             raise RemotingCommandError(1, f"no cluster named {self.cluster}", "cluster")
         names = set(info.get("brokerAddrTable", {}))
         s = Sample(time.monotonic())
-        masters = []
+        brokers, masters = [], []
         for cluster_name, members in sorted(clusters.items()):
             if self.cluster not in (None, cluster_name):
                 continue
             for name in sorted(members):
                 addrs = info["brokerAddrTable"].get(name, {}).get("brokerAddrs", {})
                 for bid, addr in sorted(addrs.items(), key=lambda kv: int(kv[0])):
-                    s.brokers.append(await self._broker(cluster_name, name, int(bid), addr))
+                    brokers.append(self._broker(cluster_name, name, int(bid), addr))
                     if int(bid) == 0:
                         masters.append(addr)
-        for addr in masters:
-            await self._topics(addr, s, names, set(clusters))
-            await self._groups(addr, s)
+        # every broker at once: a sample takes as long as the slowest broker, not their sum
+        s.brokers, *_ = await asyncio.gather(asyncio.gather(*brokers),
+                                             *(self._topics(addr, s, names, set(clusters)) for addr in masters),
+                                             *(self._groups(addr, s) for addr in masters))
         return s
 
     async def _broker(self, cluster: str, name: str, bid: int, addr: str) -> dict:
@@ -131,6 +142,21 @@ class ClusterWatch:
                     get_today=_num(kv.get("msgGetTotalTodayNow"), int) - _num(kv.get("msgGetTotalTodayMorning"), int))
 
     async def _topics(self, addr: str, s: Sample, broker_names: set[str], clusters: set[str]) -> None:
+        if addr not in self.per_topic:
+            try:
+                resp = await self.admin.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_OFFSETS))
+            except (RemotingError, OSError):
+                return
+            if resp.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                if resp.code == ResponseCode.SUCCESS:
+                    for topic, offsets in json.loads(resp.body).get("maxOffsets", {}).items():
+                        if self.system or not is_system_topic(topic, broker_names, clusters):
+                            s.topics[topic] = s.topics.get(topic, 0) + sum(offsets)
+                return
+            self.per_topic.add(addr)
+        await self._topics_one_by_one(addr, s, broker_names, clusters)
+
+    async def _topics_one_by_one(self, addr: str, s: Sample, broker_names: set[str], clusters: set[str]) -> None:
         try:
             resp = check(await self.admin.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG)),
                          "topic configs")

@@ -78,7 +78,7 @@ NOT_IMPLEMENTED = [
         disableConsumeIfConsumerReadSlowly consumerFallbehindThreshold diskFallRecorded""",
      "not implemented"),
     ("""flushConsumerOffsetHistoryInterval startAcceptSendRequestTimeStamp highSpeedMode
-        forceRegister fetchNamesrvAddrByAddressServer storeReplyMessageEnable enableDetailStat
+        fetchNamesrvAddrByAddressServer storeReplyMessageEnable enableDetailStat
         autoDeleteUnusedStats isolateLogEnable configBlackList useTLS""",
      "not implemented"),
 ]

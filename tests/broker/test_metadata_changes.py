@@ -202,3 +202,143 @@ def test_the_plain_full_registration_body_is_what_register_broker_body_encodes(t
             assert sent[-1].body == body.encode(False)
             assert set(body.topicConfigSerializeWrapper.topicConfigTable) == set(broker.topics.table)
     run(scenario())
+
+
+@pytest.fixture
+def asked(monkeypatch) -> list[int]:
+    """The code of every GET_TOPIC_CONFIG and GET_ALL_TOPIC_CONFIG a broker's main port handles."""
+    from mqtool.broker import controller
+    seen = []
+    for code in (RequestCode.GET_TOPIC_CONFIG, RequestCode.GET_ALL_TOPIC_CONFIG):
+        def spy(ctrl, conn, cmd, real=controller.HANDLERS[code]):
+            seen.append(cmd.code)
+            return real(ctrl, conn, cmd)
+        monkeypatch.setitem(controller.HANDLERS, code, spy)
+    return seen
+
+
+@pytest.mark.parametrize("broker_kind", ["mqtool", "4.9.8"])
+def test_create_topic_keeps_what_is_there_without_fetching_the_table(tmp_path, monkeypatch, asked, broker_kind):
+    """A value left out is read from the one topic's config (GET_TOPIC_CONFIG, 351); a broker that answers
+    351 REQUEST_CODE_NOT_SUPPORTED, as 4.9.8's does, is asked for its whole table instead."""
+    from mqtool.broker import controller
+    from mqtool.broker.topics import TopicConfig
+    from mqtool.client.admin import Admin
+    if broker_kind == "4.9.8":
+        monkeypatch.delitem(controller.HANDLERS, RequestCode.GET_TOPIC_CONFIG)
+
+    async def scenario():
+        async with running_pair(tmp_path) as (ns, broker, client):
+            for i in range(300):            # a table the answer must not carry
+                broker.topics.update(TopicConfig(f"Filler{i}", 1, 1))
+            admin = Admin(f"127.0.0.1:{ns.port}")
+            try:
+                await admin.create_topic("Kept", read=3, perm=4)            # new: mqadmin's defaults for the rest
+                assert broker.topics.get("Kept") == TopicConfig("Kept", 3, 8, 4)
+                await admin.create_topic("Kept", write=2)                   # existing: read and perm kept
+                assert broker.topics.get("Kept") == TopicConfig("Kept", 3, 2, 4)
+                await admin.create_topic("Kept", 5, 5, 6, False)            # all given: nothing asked
+                assert broker.topics.get("Kept") == TopicConfig("Kept", 5, 5, 6)
+                assert await admin.delete_topic("Kept") == {"broker-a": True}
+                assert await admin.delete_topic("Kept") == {"broker-a": False}
+            finally:
+                await admin.close()
+            if broker_kind == "mqtool":
+                assert asked == [RequestCode.GET_TOPIC_CONFIG] * 4
+            else:
+                assert asked == [RequestCode.GET_ALL_TOPIC_CONFIG] * 4    # 351 never reached a handler
+    run(scenario())
+
+
+def test_get_topic_config_answers_one_topic_as_5_x_does(tmp_path):
+    async def scenario():
+        async with running_pair(tmp_path) as (ns, broker, client):
+            addr = broker.config.broker_addr
+            assert (await client.invoke(addr, create_topic_cmd("One", 3), 5)).code == ResponseCode.SUCCESS
+            resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": "One"}), 5)
+            assert resp.code == ResponseCode.SUCCESS
+            assert jsonbody.loads(resp.body) == {"topicName": "One", "readQueueNums": 3, "writeQueueNums": 3,
+                                                 "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
+                                                 "order": False}
+            resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": "None"}), 5)
+            assert resp.code == ResponseCode.TOPIC_NOT_EXIST and resp.remark == "No topic in this broker. topic: None"
+            resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {}), 5)
+            assert resp.code == ResponseCode.SYSTEM_ERROR and "topic" in resp.remark
+    run(scenario())
+
+
+@pytest.fixture
+def namesrv_requests(monkeypatch) -> list[tuple[int, int]]:
+    """(name server port, code) of every REGISTER_BROKER and QUERY_DATA_VERSION a name server handles."""
+    seen = []
+    for code in (RequestCode.REGISTER_BROKER, RequestCode.QUERY_DATA_VERSION):
+        def spy(ns, conn, cmd, real=server_module._HANDLERS[code]):
+            seen.append((ns.port, cmd.code))
+            return real(ns, conn, cmd)
+        monkeypatch.setitem(server_module._HANDLERS, code, spy)
+    return seen
+
+
+async def wait_for(what: str, check, timeout: float = 10):
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_force_register_false_registers_only_where_the_data_version_differs(tmp_path, namesrv_requests, force):
+    from mqtool.broker.config import BrokerConfig
+    from mqtool.broker.controller import BrokerController
+    from mqtool.namesrv.server import NameServer
+
+    async def scenario():
+        ns1 = await NameServer(tmp_path / "kv1.json").start("127.0.0.1", 0)
+        ns2 = await NameServer(tmp_path / "kv2.json").start("127.0.0.1", 0)
+        config = BrokerConfig(brokerName="broker-a", listenPort=0, namesrvAddr=f"127.0.0.1:{ns1.port};127.0.0.1:{ns2.port}",
+                              storePathRootDir=str(tmp_path / "broker-a"), forceRegister=force)
+        broker = await BrokerController(config, {"mappedFileSizeCommitLog": str(1 << 20)}).start("127.0.0.1")
+        sent = broker.registration.sent
+        seen = namesrv_requests
+        reg, query = RequestCode.REGISTER_BROKER, RequestCode.QUERY_DATA_VERSION
+
+        async def periodic() -> list[tuple[int, int]]:
+            """One turn of the periodic registration (what registerNameServerPeriod would start)."""
+            before = sum(sent.values())
+            del seen[:]
+            broker.schedule_register()
+            await wait_for("a periodic registration", lambda: sum(sent.values()) > before)
+            return sorted(seen)
+        try:
+            assert sorted(seen) == sorted([(ns1.port, reg), (ns2.port, reg)])          # the one at start: always
+            # nothing changed: 4.9.8's needRegister finds both versions equal and sends nothing more
+            got = await periodic()
+            if force:
+                assert got == sorted([(ns1.port, reg), (ns2.port, reg)])
+                return
+            assert got == sorted([(ns1.port, query), (ns2.port, query)]) and sent["skipped"] == 1
+            assert ns1.routes.route("TBW102") is not None and ns2.routes.route("TBW102") is not None
+            # a delete changes the data version without registering: the next turn registers in full
+            broker.topics.delete("SELF_TEST_TOPIC")
+            full = sent["full"]
+            got = await periodic()
+            assert got == sorted([(ns1.port, query), (ns1.port, reg), (ns2.port, query), (ns2.port, reg)])
+            assert sent["full"] == full + 1
+            for ns in (ns1, ns2):
+                assert ns.routes.data_version(broker.config.broker_addr).counter == broker.topics.data_version.counter
+            # a name server that lost the broker (as one restarted would) is the only one registered with
+            client = RemotingClient()
+            try:
+                resp = await client.invoke(f"127.0.0.1:{ns2.port}", RemotingCommand.request(
+                    RequestCode.UNREGISTER_BROKER, {"brokerName": "broker-a", "brokerAddr": broker.config.broker_addr,
+                                                    "clusterName": "DefaultCluster", "brokerId": 0}), 5)
+                assert resp.code == ResponseCode.SUCCESS and ns2.routes.route("TBW102") is None
+            finally:
+                await client.close()
+            got = await periodic()
+            assert got == sorted([(ns1.port, query), (ns2.port, query), (ns2.port, reg)])
+            assert ns2.routes.route("TBW102") is not None
+        finally:
+            await broker.stop()
+            await ns1.stop()
+            await ns2.stop()
+    run(scenario())

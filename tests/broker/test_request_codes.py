@@ -10,7 +10,8 @@ Which server handles what was read off rocketmq-all-4.9.8, not guessed:
   broker sends to its clients (39, 40, 220, 221, 326). A 4.9.8 broker's AdminBrokerProcessor answers
   them REQUEST_CODE_NOT_SUPPORTED " request type N not supported", and mqtool's broker must do the same.
 ACL (50-53, AdminBrokerProcessor) is another issue's; GET_BROKER_HA_STATUS (907) is 5.x, served by
-mqtool's HA code.
+mqtool's HA code; GET_TOPIC_CONFIG (351) is 5.x and GET_ALL_TOPIC_OFFSETS (90001) mqtool's own, both served
+by mqtool's broker (tests/broker/test_metadata_changes.py).
 """
 from __future__ import annotations
 
@@ -132,7 +133,8 @@ JAVA_HANDLES_NOWHERE = {
     "REGISTER_FILTER_SERVER", "REGISTER_MESSAGE_FILTER_CLASS", "PUSH_REPLY_MESSAGE_TO_CLIENT",
 }
 ELSEWHERE = {"UPDATE_AND_CREATE_ACL_CONFIG", "DELETE_ACL_CONFIG", "GET_BROKER_CLUSTER_ACL_INFO",
-             "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG", "GET_BROKER_HA_STATUS"}
+             "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG", "GET_BROKER_HA_STATUS", "GET_TOPIC_CONFIG",
+             "GET_ALL_TOPIC_OFFSETS"}
 
 
 def walk(addr: str, requests: dict[str, tuple[dict, bytes]]) -> dict[str, RemotingCommand]:
@@ -151,7 +153,7 @@ def walk(addr: str, requests: dict[str, tuple[dict, bytes]]) -> dict[str, Remoti
 
 def test_the_table_is_4_9_8s_and_every_code_has_a_place():
     names = {c.name for c in RequestCode}
-    assert len(names) == 96                          # RequestCode.java's 95, and 5.x's 907
+    assert len(names) == 98                          # RequestCode.java's 95, 5.x's 351 and 907, mqtool's 90001
     groups = [set(BROKER), set(NAMESRV), JAVA_HANDLES_NOWHERE, ELSEWHERE]
     assert set().union(*groups) == names
     assert sum(len(g) for g in groups) == len(names)     # no code in two places

@@ -77,6 +77,46 @@ def test_top_once_and_metrics_follow_the_group(watched):
     assert bad.returncode != 0 and "--sort must be one of" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_top_once_json_at_a_few_hundred_topics(watched):
+    """Every topic's max offset and every group's lag as sent, from the broker's GET_ALL_TOPIC_OFFSETS."""
+    import asyncio
+
+    from mqtool_remoting import jsonbody
+    from mqtool_remoting.codes import RequestCode
+    from mqtool_remoting.command import RemotingCommand
+    from mqtool_remoting.transport import RemotingClient
+    from tests.broker.test_broker_server import send_cmd
+    from tests.broker.test_metadata_changes import create_topic_cmd
+    ns, addr, n = watched["namesrv"], watched["broker"], 300
+    sent = {f"Lots{i:03d}": [i % 4, i % 3] for i in range(n)}          # messages per queue
+    done = {f"Lots{j:03d}": [c // 2 for c in sent[f"Lots{j:03d}"]] for j in range(12)}    # group GID_LOTS{j}
+
+    async def fill():
+        client = RemotingClient()
+        try:
+            requests = [create_topic_cmd(t, 2) for t in sent]
+            requests += [send_cmd(t, b"x", queue=q) for t, counts in sent.items() for q, c in enumerate(counts)
+                         for _ in range(c)]
+            for j, (t, offsets) in enumerate(done.items()):
+                requests.append(RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                                                        body=jsonbody.dumps({"groupName": f"GID_LOTS{j}"})))
+                requests += [RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                    "consumerGroup": f"GID_LOTS{j}", "topic": t, "queueId": q, "commitOffset": c})
+                    for q, c in enumerate(offsets)]
+            for i in range(0, len(requests), 64):
+                resps = await asyncio.gather(*(client.invoke(addr, r, 10) for r in requests[i:i + 64]))
+                assert all(r.code == 0 for r in resps), [r.remark for r in resps if r.code]
+        finally:
+            await client.close()
+    asyncio.run(fill())
+    [view] = json_lines(run_cli("top", "-n", ns, "--once", "--json", "--interval", "0.3", "--limit", "1000",
+                                "--filter", "Lots", check=True).stdout)
+    assert {t["topic"]: t["max_offset"] for t in view["topics"]} == {t: sum(c) for t, c in sent.items()}
+    assert all(t["put_tps"] == 0 for t in view["topics"])               # nothing sent between the samples
+    assert {g["group"]: (g["topic"], g["consumer_offset"], g["lag"]) for g in view["groups"]} == {
+        f"GID_LOTS{j}": (t, sum(offsets), sum(sent[t]) - sum(offsets)) for j, (t, offsets) in enumerate(done.items())}
+
+
 def _watch_lines(args: list[str], count: int) -> list[dict]:
     proc = subprocess.Popen([sys.executable, "-m", "mqtool", *args], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
