@@ -8,10 +8,9 @@ registerIncrementBrokerData, BrokerOuterAPI.registerBrokerAll in 4.9.8).
   together in the next, so a burst costs one small registration per round trip, not one per change.
 
 * periodic with forceRegister=false: each name server is first asked QUERY_DATA_VERSION (the
-  broker's data version in the body), and the full registration goes only to those whose version
-  differs (or that did not answer); the name server takes the query as a heartbeat. 4.9.8's
-  needRegister re-registers with every name server once any of them differs; this sends it to
-  those that need it only.
+  broker's data version in the body); the name server takes the query as a heartbeat. As 4.9.8's
+  needRegister, once any of them has another version (or did not answer) the full registration goes
+  to every name server, and to none when all agree.
 
 One registration is on its way at a time, to every name server at once (4.9.8 sends them from a
 thread pool and waits for all, registerBrokerTimeoutMills at most).
@@ -79,23 +78,20 @@ class NamesrvRegistration:
 
     async def register_all(self, force: bool = True) -> None:
         """Every topic to every name server; with force=False (forceRegister=false, the periodic one)
-        only to the name servers whose data version for this broker is not the broker's."""
+        only when some name server's data version for this broker is not the broker's."""
         async with self.lock:
-            addrs = None
-            if not force:
-                addrs = await self._changed_namesrvs(self.ctrl.topics.data_version.to_json())
-                if not addrs:
-                    self.sent["skipped"] += 1
-                    return
+            if not force and not await self._need_register(self.ctrl.topics.data_version.to_json()):
+                self.sent["skipped"] += 1
+                return
             with self.ctrl.topics.lock:
                 configs = list(self.ctrl.topics.table.values())
                 version = self.ctrl.topics.data_version.to_json()
-            await self._register(self._table(configs), version, "full", addrs)
+            await self._register(self._table(configs), version, "full")
 
-    async def _changed_namesrvs(self, version: dict) -> list[str]:
+    async def _need_register(self, version: dict) -> bool:
+        """BrokerController.needRegister: any name server whose version differs (or that cannot say)."""
         addrs = self.ctrl.config.namesrv_addrs
-        changed = await asyncio.gather(*(self._version_differs(addr, version) for addr in addrs))
-        return [addr for addr, differs in zip(addrs, changed) if differs]
+        return any(await asyncio.gather(*(self._version_differs(addr, version) for addr in addrs)))
 
     async def _version_differs(self, addr: str, version: dict) -> bool:
         """BrokerOuterAPI.needRegister for one name server: its `changed`, or a data version it
@@ -131,8 +127,8 @@ class NamesrvRegistration:
         return {c.topicName: bodies.TopicConfig(c.topicName, c.readQueueNums, c.writeQueueNums, c.perm,
                                                 c.topicFilterType, c.topicSysFlag, c.order) for c in configs}
 
-    async def _register(self, table: dict, version: dict, kind: str, addrs: list[str] | None = None) -> None:
-        addrs = self.ctrl.config.namesrv_addrs if addrs is None else addrs
+    async def _register(self, table: dict, version: dict, kind: str) -> None:
+        addrs = self.ctrl.config.namesrv_addrs
         if not addrs:
             return
         body = bodies.RegisterBrokerBody(bodies.TopicConfigSerializeWrapper(
