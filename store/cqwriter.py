@@ -18,7 +18,7 @@ _RUNS: dict[int, struct.Struct] = {}     # k -> the struct of k units, k <= RUN
 class ConsumeQueue:
     def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int):
         self.topic, self.queue_id = topic, queue_id
-        self.files = MappedFileQueue(directory, file_size, preallocate=False)
+        self.files = MappedFileQueue(directory, file_size, preallocate=False, hold_fd=False)
         self.max_physic_offset = -1     # offset + size of the last unit
         self.min_logic_offset = 0       # byte position of the first real unit
 

@@ -300,3 +300,29 @@ def test_get_across_commit_log_files_answers_each_record_as_read_alone(tmp_path)
                     got += r.messages
                     off = r.next_begin_offset
                 assert got == expected[start:] and off == len(expected)
+
+
+def test_a_consume_queue_file_costs_one_descriptor(tmp_path):
+    """A 4.9.8 MappedFile holds one descriptor; a mapped consume queue file here keeps only the
+    map's own (thousands of queues must not cost twice the descriptors), and still flushes."""
+    import os
+
+    def open_under(d):
+        out = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                out += os.readlink(f"/proc/self/fd/{fd}").startswith(str(d))
+            except OSError:
+                pass
+        return out
+    with MessageStore(config(tmp_path)) as s:
+        for q in range(40):
+            s.put(msg(q, queue=q))
+        s.drain_dispatch()
+        files = list((tmp_path / "consumequeue").rglob("0" * 20))
+        assert len(files) == 40
+        assert open_under(tmp_path / "consumequeue") == 40          # the maps' own, one per file
+        for cq in s.queues.values():
+            cq.files.last.flush()
+    with MessageStore(config(tmp_path)) as s:                          # reopened: every unit was kept
+        assert sorted(s.max_offset("T", q) for q in range(40)) == [1] * 40
