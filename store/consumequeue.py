@@ -51,6 +51,13 @@ def valid_prefix(units: np.ndarray) -> int:
     return int(bad[0]) if bad.size else len(units)
 
 
+def valid_prefix_in(units: np.ndarray, ranges: list[tuple[int, int]]) -> int:
+    """valid_prefix of a file's units given its data ranges: past the first hole the units read as
+    zeros, which are not valid, so only the units up to it (and the one it cuts) are looked at."""
+    hole = ranges[0][1] if ranges and ranges[0][0] == 0 else 0
+    return valid_prefix(units[:hole // CQ_UNIT_SIZE + 1])
+
+
 def encode_unit(offset: int, size: int, tags_code: int) -> bytes:
     return _UNIT.pack(offset, size, tags_code)
 

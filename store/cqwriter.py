@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from .codes import CQ_UNIT_SIZE, INT32_MAX
-from .consumequeue import _UNIT, encode_unit, read_units, valid_prefix
+from .consumequeue import _UNIT, encode_unit, read_units, valid_prefix, valid_prefix_in
+from .logscan import last_nonzero_in
 from .mappedfile import MappedFileQueue
 
 PRE_BLANK = encode_unit(0, INT32_MAX, 0)
@@ -30,7 +31,7 @@ class ConsumeQueue:
         end = None
         for f in self.files.files:
             units = read_units(f.mm)
-            n = valid_prefix(units)
+            n = valid_prefix_in(units, f.data_ranges())     # the holes are not read: a start's cost is the units'
             if n:
                 last = units[n - 1]
                 self.max_physic_offset = int(last["offset"]) + int(last["size"])
@@ -43,7 +44,7 @@ class ConsumeQueue:
         dropped = 0
         last = self.files.find(end) if end < self.files.max_offset else None
         if last is not None:
-            dropped = _nonzero_after(last.mm, end - last.start)
+            dropped = _nonzero_after(last, end - last.start)
         self.files.truncate(end)
         if last is not None:
             last.zero_from(end - last.start)
@@ -196,9 +197,7 @@ class ConsumeQueue:
         self.files.close()
 
 
-def _nonzero_after(mm, pos: int) -> int:
-    arr = np.frombuffer(mm, dtype=np.uint8)[pos:]
-    nz = np.flatnonzero(arr)
-    n = int(nz[-1]) + 1 if nz.size else 0
-    del arr
-    return n
+def _nonzero_after(f, pos: int) -> int:
+    """Bytes from `pos` up to the last non-zero one of the file (0: none), its holes not read."""
+    last = last_nonzero_in(f.mm, f.data_ranges(pos), pos, f.size)
+    return last - pos + 1 if last >= 0 else 0

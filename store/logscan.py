@@ -51,6 +51,18 @@ def last_nonzero(buf, start: int, end: int, chunk: int = 1 << 20) -> int:
     return -1
 
 
+def last_nonzero_in(buf, ranges: list[tuple[int, int]], start: int, end: int) -> int:
+    """last_nonzero over the parts of [start, end) in `ranges` (a file's data ranges: the rest
+    reads as zeros), or -1."""
+    for lo, hi in reversed(ranges):
+        lo, hi = max(lo, start), min(hi, end)
+        if lo < hi:
+            found = last_nonzero(buf, lo, hi)
+            if found >= 0:
+                return found
+    return -1
+
+
 def classify_end(buf, pos: int, end: int, detail: str = "") -> FileEnd:
     """Why a walk stopped at `pos`: clean end (full, blank, zeros) or corruption."""
     if pos >= end:

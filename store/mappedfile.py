@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from .errors import FormatError
-from .mappedfiles import list_mapped_files, offset_to_file_name, written_end
+from .mappedfiles import data_ranges, list_mapped_files, offset_to_file_name
 
 PAGE = mmap.PAGESIZE
 CREATING_SUFFIX = ".creating"
@@ -126,25 +126,30 @@ class MappedFile:
     def set_positions(self, pos: int) -> None:
         self.write_pos = self.flushed_pos = pos
 
+    def data_ranges(self, start: int = 0) -> list[tuple[int, int]]:
+        """mappedfiles.data_ranges of this file from `start` (through a descriptor of its own
+        when the file holds none)."""
+        if self.fd is not None:
+            return data_ranges(self.fd, start, self.size)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return data_ranges(fd, start, self.size)
+        finally:
+            os.close(fd)
+
     def zero_from(self, pos: int) -> None:
-        """Clear bytes after `pos` that are not zero already (a torn tail), then flush them."""
-        if self.fd is None:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                end = written_end(fd, self.size, pos)
-            finally:
-                os.close(fd)
-        else:
-            end = written_end(self.fd, self.size, pos)       # past it all reads as zeros
+        """Clear bytes after `pos` that are not zero already (a torn tail), then flush them: every
+        data range of the file from there (holes read as zeros), past a hole too."""
         step = 1 << 20
-        p = pos
-        while p < end:
-            q = min(end, p + step)
-            chunk = self.mm[p:q]
-            if chunk.count(0) != len(chunk):
-                self.mm[p:q] = bytes(q - p)
-                self.mm.flush(p // PAGE * PAGE, q - p // PAGE * PAGE)
-            p = q
+        for lo, hi in self.data_ranges(pos):
+            p = lo
+            while p < hi:
+                q = min(hi, p + step)
+                chunk = self.mm[p:q]
+                if chunk.count(0) != len(chunk):
+                    self.mm[p:q] = bytes(q - p)
+                    self.mm.flush(p // PAGE * PAGE, q - p // PAGE * PAGE)
+                p = q
 
     def close(self) -> None:
         try:

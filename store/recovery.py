@@ -28,12 +28,12 @@ from .backups import new_backup_name, plan_pruning, prune, save_cut_bytes
 from .checkpoint import Checkpoint, decode_checkpoint
 from .codes import CQ_UNIT_SIZE, INT32_MAX
 from .commitlog import MESSAGE_MAGIC, MESSAGE_MAGIC_V2
-from .consumequeue import list_queues, queue_files, read_units, valid_prefix
+from .consumequeue import list_queues, queue_files, read_units, valid_prefix_in
 from .crc import crc32
 from .delaylevels import expected_tags_code
 from .indexfile import IndexFile
 from .layout import StorePaths
-from .logscan import FileEnd, HeaderScan, last_nonzero
+from .logscan import FileEnd, HeaderScan, last_nonzero, last_nonzero_in
 from .mappedfiles import ReadOnlyMap, guess_mapped_size, list_mapped_files
 from .query import index_files
 
@@ -245,7 +245,8 @@ def _plan_queues(paths: StorePaths, plan: RecoveryPlan) -> tuple[int, int | None
         for f in queue_files(q):
             with ReadOnlyMap(f.path) as m:
                 units = read_units(m.buf)
-                n = valid_prefix(units)
+                ranges = m.data_ranges()                 # holes read as zeros: not scanned
+                n = valid_prefix_in(units, ranges)
                 real = (units["size"][:n] != INT32_MAX)
                 past = np.flatnonzero(real & (units["offset"][:n] >= plan.valid_end))
                 keep = int(past[0]) if past.size else n
@@ -253,7 +254,7 @@ def _plan_queues(paths: StorePaths, plan: RecoveryPlan) -> tuple[int, int | None
                     last = units[keep - 1]
                     if last["size"] != INT32_MAX:
                         max_phys = max(max_phys, int(last["offset"]) + int(last["size"]))
-                tail = last_nonzero(m.buf, keep * CQ_UNIT_SIZE, len(m.buf))
+                tail = last_nonzero_in(m.buf, ranges, keep * CQ_UNIT_SIZE, len(m.buf))
                 if tail >= keep * CQ_UNIT_SIZE:
                     why = "units point past the end of valid commitlog data" if past.size else "torn or invalid units"
                     plan.cq_cuts.append(Cut(str(f.path), keep * CQ_UNIT_SIZE, tail - keep * CQ_UNIT_SIZE + 1, why))
