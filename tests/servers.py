@@ -122,3 +122,13 @@ def cluster(tmp_path_factory):
     assert ns.stop() == 0
 
 
+def spy_handlers(monkeypatch, codes) -> list[int]:
+    """The code of every request of `codes` a broker's main port handles from now on."""
+    from mqtool.broker import controller
+    seen: list[int] = []
+    for code in codes:
+        def spy(ctrl, conn, cmd, real=controller.HANDLERS[code]):
+            seen.append(cmd.code)
+            return real(ctrl, conn, cmd)
+        monkeypatch.setitem(controller.HANDLERS, code, spy)
+    return seen

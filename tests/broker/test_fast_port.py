@@ -100,17 +100,23 @@ def test_the_fast_port_serves_sends_and_heartbeats_but_not_pulls(tmp_path):
     run(scenario())
 
 
+def spy_ports(master) -> dict[str, list[int]]:
+    """The request codes each port of `master` handles from now on (new connections), by port."""
+    seen = {"fast": [], "main": []}
+    for side, server in (("fast", master.fast_server), ("main", master.server)):
+        inner = server.handler
+
+        def spy(conn, cmd, inner=inner, side=side):
+            seen[side].append(cmd.code)
+            return inner(conn, cmd)
+        server.handler = spy
+    return seen
+
+
 def test_a_slave_copies_its_masters_topics_through_the_fast_port(tmp_path):
     async def scenario():
         async with master_with_data(tmp_path) as (ns, master, client):
-            seen = {"fast": [], "main": []}
-            for side, server in (("fast", master.fast_server), ("main", master.server)):
-                inner = server.handler
-
-                def spy(conn, cmd, inner=inner, side=side):
-                    seen[side].append(cmd.code)
-                    return inner(conn, cmd)
-                server.handler = spy              # the slave's connections are new ones
+            seen = spy_ports(master)              # the slave's connections are new ones
             config = BrokerConfig(brokerName="broker-f", brokerId=1, brokerRole="SLAVE", listenPort=free_port_pair(),
                                   namesrvAddr=f"127.0.0.1:{ns.port}", storePathRootDir=str(tmp_path / "slave"))
             slave = await BrokerController(config, {"mappedFileSizeCommitLog": str(1 << 20)}).start("127.0.0.1")
@@ -226,14 +232,7 @@ def test_a_producer_with_the_vip_channel_sends_to_the_fast_port(tmp_path):
 
     async def scenario():
         async with master_with_data(tmp_path) as (ns, master, _client):
-            seen = {"fast": [], "main": []}
-            for side, server in (("fast", master.fast_server), ("main", master.server)):
-                inner = server.handler
-
-                def spy(conn, cmd, inner=inner, side=side):
-                    seen[side].append(cmd.code)
-                    return inner(conn, cmd)
-                server.handler = spy
+            seen = spy_ports(master)
             producer = Producer(f"127.0.0.1:{ns.port}", vip_channel=True)
             try:
                 result = await producer.send(OutMessage("FastTopic", b"vip"))

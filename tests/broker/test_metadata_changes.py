@@ -15,7 +15,7 @@ from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.transport import RemotingClient
 from tests.broker.test_broker_server import running_pair, run
-from tests.servers import Process, free_port, start_broker
+from tests.servers import Process, free_port, spy_handlers, start_broker
 
 
 def create_topic_cmd(topic: str, queues: int = 4) -> RemotingCommand:
@@ -207,14 +207,7 @@ def test_the_plain_full_registration_body_is_what_register_broker_body_encodes(t
 @pytest.fixture
 def asked(monkeypatch) -> list[int]:
     """The code of every GET_TOPIC_CONFIG and GET_ALL_TOPIC_CONFIG a broker's main port handles."""
-    from mqtool.broker import controller
-    seen = []
-    for code in (RequestCode.GET_TOPIC_CONFIG, RequestCode.GET_ALL_TOPIC_CONFIG):
-        def spy(ctrl, conn, cmd, real=controller.HANDLERS[code]):
-            seen.append(cmd.code)
-            return real(ctrl, conn, cmd)
-        monkeypatch.setitem(controller.HANDLERS, code, spy)
-    return seen
+    return spy_handlers(monkeypatch, (RequestCode.GET_TOPIC_CONFIG, RequestCode.GET_ALL_TOPIC_CONFIG))
 
 
 @pytest.mark.parametrize("broker_kind", ["mqtool", "4.9.8"])

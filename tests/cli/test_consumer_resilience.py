@@ -11,6 +11,15 @@ from mqtool_remoting.transport import RemotingClient
 from tests.broker.test_broker_server import send_cmd, start_pair
 
 
+
+async def first_message(consumer, seen: list[bytes]) -> None:
+    """Consume until one message came (its body appended to `seen`), committing as it goes."""
+    stop = asyncio.Event()
+    async for mq, rec in consumer.messages(poll_ms=100, stop=stop):
+        consumer.state.assigned[mq] = rec.queue_offset + 1
+        seen.append(rec.body)
+        stop.set()
+
 def test_the_group_keeps_consuming_when_its_name_server_is_gone(tmp_path):
     async def scenario():
         ns, broker = await start_pair(tmp_path)
@@ -69,16 +78,9 @@ def test_a_timeout_before_the_first_rebalance_does_not_end_the_group(tmp_path):
         ns.server.handler = slow_routes           # the consumer's connection is a new one
         consumer = GroupConsumer(f"127.0.0.1:{ns.port}", "GID_SLOW_START", "SlowStart", start="first")
         consumer.timeout_s = 0.3
-        stop = asyncio.Event()
         seen: list[bytes] = []
-
-        async def consume():
-            async for mq, rec in consumer.messages(poll_ms=100, stop=stop):
-                consumer.state.assigned[mq] = rec.queue_offset + 1
-                seen.append(rec.body)
-                stop.set()
         try:
-            await asyncio.wait_for(consume(), 20)
+            await asyncio.wait_for(first_message(consumer, seen), 20)
             assert seen == [b"first"] and slow["left"] == 0
         finally:
             await consumer.close()
@@ -118,16 +120,9 @@ def test_filter_data_not_latest_is_pulled_again_later_as_javas_push_consumer_doe
         broker.server.handler = lagging_filter            # the consumer's connection is a new one
         consumer = GroupConsumer(f"127.0.0.1:{ns.port}", "GID_LAGGING", "Lagging", start="first", sql="a > 5")
         consumer.pull_delay_on_error_ms = 400
-        stop = asyncio.Event()
         seen: list[bytes] = []
-
-        async def consume():
-            async for mq, rec in consumer.messages(poll_ms=100, stop=stop):
-                consumer.state.assigned[mq] = rec.queue_offset + 1
-                seen.append(rec.body)
-                stop.set()
         try:
-            await asyncio.wait_for(consume(), 20)      # returns when the message came: no exception
+            await asyncio.wait_for(first_message(consumer, seen), 20)      # returns when the message came: no exception
         finally:
             await consumer.close()
             await raw.close()

@@ -15,6 +15,7 @@ from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from tests.broker.test_broker_server import run, running_pair, send_cmd
+from tests.servers import spy_handlers
 
 TOPICS = 200
 
@@ -43,14 +44,8 @@ def moved(rate: float, interval_s: float) -> tuple[float, float]:
 @pytest.fixture
 def handled(monkeypatch) -> list[int]:
     """The codes of the offset requests the broker's main port handles."""
-    seen = []
-    for code in (RequestCode.GET_ALL_TOPIC_OFFSETS, RequestCode.GET_TOPIC_STATS_INFO,
-                 RequestCode.GET_ALL_TOPIC_CONFIG):
-        def spy(ctrl, conn, cmd, real=controller.HANDLERS[code]):
-            seen.append(cmd.code)
-            return real(ctrl, conn, cmd)
-        monkeypatch.setitem(controller.HANDLERS, code, spy)
-    return seen
+    return spy_handlers(monkeypatch, (RequestCode.GET_ALL_TOPIC_OFFSETS, RequestCode.GET_TOPIC_STATS_INFO,
+                                      RequestCode.GET_ALL_TOPIC_CONFIG))
 
 
 @pytest.mark.parametrize("broker_kind", ["mqtool", "4.9.8"])
