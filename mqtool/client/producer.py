@@ -8,6 +8,7 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
 
 from mqtool_remoting.batch import encode_batch
 from mqtool.client.base import ROUTE_TTL_S, ClientBase, MessageQueue, TopicRoute
@@ -50,19 +51,37 @@ class SendResult:
     trace_on: bool = True              # the answer's TRACE_ON: only `false` turns the send's trace off
 
 
-class UniqIdMaker:
-    """MessageClientIDSetter's layout: IP(4) + pid(2) + classloader hash(4) + ms since month start(4) + counter(2)."""
+def month_bounds(now_ms: int, tz: tzinfo | None = None) -> tuple[int, int]:
+    """The month that holds `now_ms` as [start, next start) in epoch ms, midnight of day 1 in `tz`
+    (None: the local time zone, as Java's Calendar.getInstance() takes the default one)."""
+    day1 = datetime.fromtimestamp(now_ms // 1000, tz).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    following = day1.replace(year=day1.year + 1, month=1) if day1.month == 12 else day1.replace(month=day1.month + 1)
+    return int(day1.timestamp()) * 1000, int(following.timestamp()) * 1000
 
-    def __init__(self, ip: str):
+
+class UniqIdMaker:
+    """MessageClientIDSetter's UNIQ_KEY, byte for byte: IP(4) + (short) pid(2) + class loader hash(4)
+    + (int)(now - start of the month)(4) + (short) counter(2), as uppercase hex.
+
+    As Java: the month start moves when the clock passes the next month's start (a producer that
+    runs for months), and the ms difference is cast to a signed int, so from about day 24.9 of a
+    month it wraps and its four bytes are the two's complement. `clock` gives epoch ms; `tz` is the
+    zone the month starts in (None: local)."""
+
+    def __init__(self, ip: str, clock=None, tz: tzinfo | None = None):
         parts = [int(x) for x in ip.split(".")] if ip.count(".") == 3 else [127, 0, 0, 1]
-        self.fixed = bytes(parts) + struct.pack(">hi", os.getpid() & 0x7FFF, id(self) & 0x7FFFFFFF)
+        self.fixed = bytes(parts) + struct.pack(">Hi", os.getpid() & 0xFFFF, id(self) & 0x7FFFFFFF)
         self.fixed_hex = self.fixed.hex().upper()
         self.counter = itertools.count()
-        t = time.localtime()
-        self.month_start = int(time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
+        self.clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self.tz = tz
+        self.month_start, self.next_month_start = month_bounds(self.clock(), tz)
 
     def next(self) -> str:
-        diff = (int(time.time() * 1000) - self.month_start) & 0x7FFFFFFF
+        now = self.clock()
+        if now >= self.next_month_start:
+            self.month_start, self.next_month_start = month_bounds(now, self.tz)
+        diff = (now - self.month_start) & 0xFFFFFFFF
         return f"{self.fixed_hex}{diff:08X}{next(self.counter) & 0xFFFF:04X}"
 
 

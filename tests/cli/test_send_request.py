@@ -36,19 +36,3 @@ def test_the_header_template_writes_what_the_general_encoder_writes(group, topic
 def test_the_usual_send_uses_the_template_and_a_clash_with_its_marks_does_not():
     assert send_request("PG", "T", 1, 0, 0, "WAIT\x01true", b"", False, False).header_json is not None
     assert send_request("\x00queue\x00", "T", 1, 0, 0, "", b"", False, False).header_json is None
-
-
-
-def test_unique_ids_have_the_java_layout():
-    import struct
-    import time
-
-    from mqtool.client.producer import UniqIdMaker
-    ids = UniqIdMaker("10.1.2.3")
-    first, second = ids.next(), ids.next()
-    assert len(first) == 32 and first == first.upper() and first[:8] == "0A010203"
-    raw = bytes.fromhex(first)
-    diff, counter = struct.unpack(">iH", raw[10:])
-    assert abs(ids.month_start + diff - time.time() * 1000) < 60_000      # ms since the month began
-    assert struct.unpack(">iH", bytes.fromhex(second)[10:])[1] == counter + 1
-    assert raw[4:6] == struct.pack(">h", __import__("os").getpid() & 0x7FFF)
