@@ -158,6 +158,7 @@ class MessageStore(Dispatch, Replication):
         self.listeners: list = []        # callables(topic, queue_id, max_offset, tags_code)
         self.append_listeners: list = []  # callables(commitlog max offset), after every put or append
         self.reput_from = 0               # slave: commit log offset dispatched up to
+        self.dispatch_limit: int | None = None   # controller mode's confirmOffset: dispatch stops there
         self.reput_error: str | None = None
         self._reput_cond = threading.Condition()
         self.running = False
