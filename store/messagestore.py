@@ -71,6 +71,7 @@ class PutStatus(Enum):
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"      # SYNC_MASTER: no slave acknowledged in slaveTimeout
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"      # SYNC_MASTER: no slave, or one too far behind
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"   # controller mode: SyncStateSet < minInSyncReplicas
 
 
 class GetStatus(Enum):
