@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from mqtool.client.base import ClientBase, check
-from mqtool.client.consumer import decode_records
+from mqtool.client.records import decode_records
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
