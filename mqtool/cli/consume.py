@@ -103,8 +103,9 @@ def _check_sql(sql: str, tag: str) -> None:
         compiled = compile_sql92(sql)
     except FilterCompileError as exc:
         raise UsageError(f"--sql {sql!r}: {_one_line(exc.message)}") from None
+    reading = f" is read as {compiled.read_as!r}" if compiled.read_as != sql.strip() else ""
     for note in compiled.quirks:
-        err_console.print(f"mqtool: warning: --sql {sql!r} is read as {compiled.read_as!r}: {note}", markup=False)
+        err_console.print(f"mqtool: warning: --sql {sql!r}{reading}: {note}", markup=False)
 
 
 # Spark's and Kafka's words for the two ends
