@@ -52,7 +52,7 @@ ALIASES = {
     "printMsgByQueue": ("admin", "message_print"), "deleteSubGroup": ("admin", "group_delete"),
     "updateTopicPerm": ("admin", "topic_perm"), "getBrokerConfig": ("admin", "broker_config_get"),
     "updateBrokerConfig": ("admin", "broker_config_set"), "producerConnection": ("admin", "producer_connections"),
-    "getNamesrvConfig": ("admin", "namesrv_config"), "sendMessage": ("send", "send"),
+    "getNamesrvConfig": ("admin", "namesrv_config"), "sendMessage": ("send", "send_message"),
     "consumeMessage": ("consume", "consume"), "haStatus": ("ha", "status"),
     "updateNamesrvConfig": ("ops", "namesrv_update_config"), "brokerConsumeStats": ("ops", "broker_consume_stats"),
     "consumerStatus": ("ops", "group_status"), "cloneGroupOffset": ("ops", "group_clone_offset"),

@@ -133,22 +133,21 @@ def _watch(namesrv: str, cluster, broker, seconds: float, json_out: bool) -> Non
     import asyncio
 
     from rich.console import Group
-    from rich.live import Live
 
-    from mqtool.cli.watching import every
+    from mqtool.cli.watching import every, frames
 
     async def line():
         emit_json({"time": int(time.time() * 1000), "groups": await _online_async(namesrv, cluster, broker)})
         sys.stdout.flush()
 
-    async def redraw(live):
+    async def redraw(show):
         t, notes = render_live(await _online_async(namesrv, cluster, broker))
-        live.update(Group(t, *[f"note: {n}" for n in notes]), refresh=True)
+        show(Group(t, *[f"note: {n}" for n in notes]))
     try:
         if json_out:
             asyncio.run(every(seconds, line))
             return
-        with Live(console=console, auto_refresh=False) as live:
-            asyncio.run(every(seconds, lambda: redraw(live)))
+        with frames(console) as show:
+            asyncio.run(every(seconds, lambda: redraw(show)))
     except KeyboardInterrupt:      # a Ctrl-C before the watch started
         return

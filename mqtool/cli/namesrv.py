@@ -59,4 +59,8 @@ def start(
             "The Name Server boot success. serializeType=JSON, listening on %s:%d, kv config %s",
             host, server.port, server.kv.path)
 
-    asyncio.run(run_until_signal(begin, server.stop))
+    async def end():
+        await server.stop()
+        logging.getLogger("mqtool.namesrv").info("The Name Server on %s:%d shut down cleanly", host, server.port)
+
+    asyncio.run(run_until_signal(begin, end))
