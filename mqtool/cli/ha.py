@@ -184,6 +184,6 @@ def elect(
     for key, label in (("clusterName", "ClusterName"), ("brokerName", "BrokerName"),
                        ("masterAddress", "BrokerMasterAddr"), ("masterEpoch", "MasterEpoch"),
                        ("syncStateSetEpoch", "SyncStateSetEpoch")):
-        console.print(f"#{label}:\t{r[key]}", markup=False)
+        typer.echo(f"#{label}:\t{r[key]}")          # mqadmin's lines, tabs kept
     for bid, addr in r["brokerAddrs"].items():
-        console.print(f"\t#Broker:\t{bid}\t{addr}", markup=False)
+        typer.echo(f"\t#Broker:\t{bid}\t{addr}")
