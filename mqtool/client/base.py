@@ -53,6 +53,10 @@ class TopicRoute:
     def all_addrs(self) -> set[str]:
         return {a for addrs in self.brokers.values() for a in addrs.values()}
 
+    def masterless(self) -> list[str]:
+        """Broker groups with writable queues of the topic but no master (brokerId 0) in the route."""
+        return sorted({q["brokerName"] for q in self.queues if q.get("perm", 6) & 2 and not self.master(q["brokerName"])})
+
     def write_queues(self) -> list[MessageQueue]:
         """The queues a producer may send to (worked out once per route: a route is replaced, not changed)."""
         cached = self.__dict__.get("_write_queues")

@@ -208,6 +208,13 @@ class Producer(ClientBase):
         if route is None or time.monotonic() - route.fetched >= ROUTE_TTL_S:
             route = await self.publish_route(topic)
         queues = route.write_queues()
+        if not queues and route.masterless():       # a failover in progress: the new master may be routed now
+            route = await self.publish_route(topic, refresh=True)
+            queues = route.write_queues()
+            if not queues and route.masterless():
+                raise RemotingCommandError(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                           f"no master of {', '.join(route.masterless())} is routed now (it died, "
+                                           "or a failover is electing another)", "send")
         if not queues:
             raise RemotingCommandError(ResponseCode.NO_PERMISSION,
                                        f"no broker lets producers write to topic {topic} (its perm has no write bit)",
@@ -243,6 +250,9 @@ class Producer(ClientBase):
                 if exc.code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.MESSAGE_ILLEGAL, ResponseCode.NO_PERMISSION):
                     raise
                 last_exc, avoid = exc, mq.broker_name
+                if exc.code == ResponseCode.SERVICE_NOT_AVAILABLE:      # a slave now (a failover): route again
+                    route = await self.publish_route(topic, refresh=True)
+                    queues = route.write_queues() or queues
             except RemotingError as exc:
                 last_exc, avoid = BrokerUnreachable(mq.broker_name, to, exc, self.acked), mq.broker_name
                 try:
