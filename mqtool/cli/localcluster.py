@@ -182,7 +182,8 @@ def _registered(namesrv: str | None) -> dict[str, int]:
     async def go():
         admin = Admin(namesrv)
         try:
-            return await asyncio.wait_for(admin.cluster_info(), 5)
+            async with asyncio.timeout(5):
+                return await admin.cluster_info()
         finally:
             await admin.close()
     try:

@@ -175,6 +175,8 @@ class Supervisor:
     def tick(self, now: float) -> None:
         for child in self.children:
             m = child.member
+            if child.proc is None:
+                continue
             if child.restart_at is not None:
                 if now >= child.restart_at:
                     self.spawn(child)
