@@ -178,6 +178,7 @@ def _registered(namesrv: str | None) -> dict[str, int]:
     import asyncio
 
     from mqtool.client.admin import Admin
+    from mqtool_remoting.errors import RemotingError
 
     async def go():
         admin = Admin(namesrv)
@@ -188,7 +189,7 @@ def _registered(namesrv: str | None) -> dict[str, int]:
             await admin.close()
     try:
         info = asyncio.run(go())
-    except Exception:           # the name server is down or restarting: the table says what it can
+    except (RemotingError, OSError, TimeoutError):   # the name server is down or restarting: the table says what it can
         return {}
     found = {}
     for entry in info.get("brokerAddrTable", {}).values():

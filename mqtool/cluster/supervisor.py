@@ -16,8 +16,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from mqtool.cluster.plan import Member, Plan
 from mqtool.cluster.state import write_state
@@ -87,7 +87,8 @@ def exit_text(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _die_with_parent() -> None:       # runs in the child between fork and exec
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec (the supervisor starts no threads, so this is safe)."""
     try:
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG

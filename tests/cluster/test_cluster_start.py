@@ -157,9 +157,9 @@ def test_bad_input_is_one_line(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        cases.append((["--namesrv", f"127.0.0.1:{port}"], 1, f"mqtool: error: port {port} on 127.0.0.1 (namesrv) is "
-                                                             "in use: stop what holds it or choose other ports "
-                                                             "(--namesrv, --base-port)"))
+        cases.append((["--namesrv", f"127.0.0.1:{port}"], 1, (
+            f"mqtool: error: port {port} on 127.0.0.1 (namesrv) is in use: stop what holds it or choose other "
+            "ports (--namesrv, --base-port)")))
         for args, code, line in cases:
             store = tmp_path / "store"
             proc = run_cli("cluster", "start", "--groups", "1", "--store-dir", str(store), *args)
@@ -171,5 +171,5 @@ def test_status_without_a_cluster_is_one_line(tmp_path):
     proc = run_cli("cluster", "status", "--store-dir", str(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"mqtool: error: no cluster in {tmp_path} ({tmp_path / 'cluster.json'} does not exist): "
-        "start one with `mqtool cluster start --store-dir DIR`"]
+        (f"mqtool: error: no cluster in {tmp_path} ({tmp_path / 'cluster.json'} does not exist): "
+         "start one with `mqtool cluster start --store-dir DIR`")]
