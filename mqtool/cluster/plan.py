@@ -7,9 +7,9 @@ Layout under the store directory:
     broker-a-0/broker.conf, broker.log, store/ (storePathRootDir)     one per broker, replica 0..R-1
 
 Ports: the name server on --namesrv (127.0.0.1:9876); with R > 1 the controller embedded in it on the
-name server's port + 2 (9878, as RocketMQ's quick start); broker number i (i = group * R + replica,
-counted from 0) on listenPort = base + 10 * i (10911, 10921, ...), so that its fast port (listenPort - 2)
-and HA port (listenPort + 1) never meet another broker's.
+name server's port + 2 (9878, as RocketMQ's quick start; its Raft on the port after it); broker number i
+(i = group * R + replica, from 0) on listenPort = base + 10 * i (10911, 10921, ...), so that its fast port
+(listenPort - 2) and HA port (listenPort + 1) never meet another broker's.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ PORT_STEP = 10                  # between two brokers' listenPorts: room for lis
 CONTROLLER_PORT_OFFSET = 2      # the embedded controller's peer port beside the name server's (9876 -> 9878)
 CONTROLLER_GROUP = "group1"     # controllerDLegerGroup, as RocketMQ's quick-start namesrv.conf
 CONTROLLER_SELF_ID = "n0"
+RAFT_PORT_OFFSET = 1            # the controller's Raft (pysyncobj) listens on its peer port + 1: checked free too
 WILDCARDS = ("0.0.0.0", "::", "")
 
 # Keys the cluster sets for every broker whatever the template says (template values ignored, one warning).
@@ -122,8 +123,9 @@ def plan_cluster(groups: int, replicas: int, store_dir: Path, namesrv: str = DEF
     ns_ports = [ns_port]
     if replicas > 1:
         ctl_port = ns_port + CONTROLLER_PORT_OFFSET
-        if ctl_port > 65535:
-            raise ClusterInputError(f"--namesrv port {ns_port}: the controller's port {ctl_port} is above 65535")
+        if ctl_port + RAFT_PORT_OFFSET > 65535:
+            raise ClusterInputError(f"--namesrv port {ns_port}: the controller's ports {ctl_port}, {ctl_port + 1} "
+                                    "go above 65535")
         controller = f"{_reach(host)}:{ctl_port}"
         ns_props |= {"enableControllerInNamesrv": "true", "controllerDLegerGroup": CONTROLLER_GROUP,
                      "controllerDLegerPeers": f"{CONTROLLER_SELF_ID}-{controller}",
@@ -133,7 +135,8 @@ def plan_cluster(groups: int, replicas: int, store_dir: Path, namesrv: str = DEF
     files[ns_conf] = _props_text(ns_props)
     ns_member = Member("namesrv", "namesrv", "namesrv", "namesrv", "-", host, ns_port, ns_dir, ns_conf,
                        ns_dir / "namesrv.log", ns_dir, ["namesrv", "start", "-c", str(ns_conf), "--listen",
-                                                         f"{host}:{ns_port}"], ns_ports, list(ns_ports))
+                                                         f"{host}:{ns_port}"], [], list(ns_ports))
+    ns_member.ports = ns_ports + ([ns_ports[-1] + RAFT_PORT_OFFSET] if controller else [])
     ns_addr = f"{_reach(host)}:{ns_port}"
     ignored = [k for k in (*FORCED_KEYS, *DROPPED_KEYS) if k in template]
     if host not in WILDCARDS and "brokerIP1" in template:

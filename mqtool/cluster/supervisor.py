@@ -142,9 +142,10 @@ class Supervisor:
             if not waiting:
                 break
             if time.monotonic() > deadline:
-                names = ", ".join(c.member.key for c in waiting)
-                raise ClusterStartError(f"{names} did not answer on its port within {READY_TIMEOUT:.0f} s "
-                                        f"(log: {waiting[0].member.log})")
+                c = waiting[0]
+                silent = [f"{c.member.host}:{p}" for p in c.member.ready_ports if not answers(c.member.host, p)]
+                raise ClusterStartError(f"{c.member.key} did not answer on {', '.join(silent)} within "
+                                        f"{READY_TIMEOUT:.0f} s (log: {c.member.log})")
             if self.stopping.wait(TICK):
                 return False
         return True

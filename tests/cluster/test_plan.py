@@ -22,6 +22,7 @@ def test_replicas_run_in_controller_mode_with_the_controller_in_the_name_server(
                   "controllerStorePath": str(tmp_path / "namesrv" / "controller")}
     assert plan.controller == "127.0.0.1:19878"
     assert plan.namesrv.ready_ports == [19876, 19878]        # ready once the controller answers too
+    assert plan.namesrv.ports == [19876, 19878, 19879]       # and its Raft port is free before it starts
     assert [(b.name, b.ident, b.port) for b in plan.brokers] == [
         ("broker-a", "r0", 20911), ("broker-a", "r1", 20921), ("broker-a", "r2", 20931),
         ("broker-b", "r0", 20941), ("broker-b", "r1", 20951), ("broker-b", "r2", 20961)]
@@ -87,7 +88,7 @@ def test_group_names_go_on_past_z():
     ((1, 0), "--replicas must be 1 or more, not 0"),
     ((1, 1, "nohost"), "--namesrv must be HOST:PORT, not 'nohost'"),
     ((2, 1, "127.0.0.1:9876", 65530), "--base-port 65530 with 2 brokers needs ports 65528..65541: outside 1..65535"),
-    ((1, 2, "127.0.0.1:65534"), "--namesrv port 65534: the controller's port 65536 is above 65535"),
+    ((1, 2, "127.0.0.1:65533"), "--namesrv port 65533: the controller's ports 65535, 65536 go above 65535"),
 ])
 def test_bad_options_are_one_message(tmp_path, args, message):
     groups, replicas, *rest = args
