@@ -72,8 +72,10 @@ def test_up_kill_restart_and_ctrl_c(tmp_path):
     ns = f"127.0.0.1:{free_port()}"
     base = free_base_port(2)
     store = tmp_path / "cluster"
+    template = tmp_path / "broker.conf"
+    template.write_text("listenPort=1\nflushIntervalComitLog=500\n")
     cluster = Supervised("--groups", "2", "--replicas", "1", "--namesrv", ns, "--base-port", str(base),
-                         "--store-dir", str(store))
+                         "--store-dir", str(store), "-c", str(template))
     pids: list[int] = []
     try:
         wait_until("the cluster's table", lambda: cluster.saw("Running.") or cluster.proc.poll() is not None, 120)
@@ -82,6 +84,11 @@ def test_up_kill_restart_and_ctrl_c(tmp_path):
         assert sorted(rows) == ["broker-a 0", "broker-b 0", "namesrv -"]
         assert rows["broker-a 0"][3] == f"127.0.0.1:{base}" and rows["broker-b 0"][3] == f"127.0.0.1:{base + 10}"
         assert rows["broker-a 0"][5] == str(store / "broker-a-0" / "store")
+        # the template's listenPort is the cluster's to set; the brokers' own warning (a misspelt key) once
+        warned = [line.strip() for line in cluster.err if "warning" in line]
+        assert warned[0] == (f"mqtool: warning: {template} sets listenPort: the cluster sets these for every broker "
+                             "(the template's values are ignored)")
+        assert len(warned) == 2 and "flushIntervalComitLog" in warned[1] and warned[1].endswith("(broker)"), warned
         pids = [int(r[4]) for r in rows.values()]
         assert (store / "broker-a-0" / "store" / "abort").exists()     # a running store has one
         assert all(pid_alive(p) for p in pids)
