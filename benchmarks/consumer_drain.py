@@ -93,7 +93,7 @@ def _pull_cmd(c, q, offset: int):
 
 def decode_rate(bodies: list[bytes], seconds: float = 1.0) -> float:
     """Records per second the consumer's decoder reads from pull answers already in memory."""
-    from mqtool.client.consumer import decode_records
+    from mqtool.client.records import decode_records
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         for b in bodies:

@@ -75,20 +75,25 @@ def _bool(v, default: bool = False) -> bool:
 
 @dataclass(frozen=True)
 class DataVersion:
+    """`stateVersion` is 5.x's (controller mode: the master epoch); None when a 4.9.8 broker sent none."""
     timestamp: int = 0
     counter: int = 0
+    stateVersion: int | None = None
 
     @classmethod
     def now(cls, counter: int = 0) -> "DataVersion":
         return cls(int(time.time() * 1000), counter)
 
     def to_json(self) -> dict:
-        return {"counter": self.counter, "timestamp": self.timestamp}
+        if self.stateVersion is None:
+            return {"counter": self.counter, "timestamp": self.timestamp}
+        return {"counter": self.counter, "stateVersion": self.stateVersion, "timestamp": self.timestamp}
 
     @classmethod
     def from_json(cls, obj) -> "DataVersion":
         obj = obj or {}
-        return cls(_int(obj.get("timestamp")), _int(obj.get("counter")))
+        state = obj.get("stateVersion")
+        return cls(_int(obj.get("timestamp")), _int(obj.get("counter")), None if state is None else _int(state))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ A mixin of MessageStore: it uses the store's lock, queues, index and listeners.
 """
 from __future__ import annotations
 
+import bisect
+
 from itertools import count
 
 import numpy as np
@@ -25,6 +27,10 @@ ROLLBACK = TransactionType.TRANSACTION_ROLLBACK_TYPE
 
 RUN_ITEM = 9     # a pending run: the record tuple's 8 fields (props a list, size the total) and the sizes
 KERNEL_MIN = 8   # pending records from which the kernel dispatches them (fewer: as fast or faster in Python)
+
+
+def _pending_end(item) -> int:
+    return item[3] + item[4]          # a pending record's (or run's) phys + size
 
 
 def _segments(units: list):
@@ -107,7 +113,14 @@ class Dispatch:
         batch = self._pending
         if not batch:
             return
-        self._pending = []
+        limit = self.dispatch_limit
+        if limit is not None and batch[-1][3] + batch[-1][4] > limit:     # confirmOffset (controller mode)
+            n = bisect.bisect_right(batch, limit, key=_pending_end)
+            self._pending, batch = batch[n:], batch[:n]
+            if not batch:
+                return
+        else:
+            self._pending = []
         index_on = self.cfg.messageIndexEnable
         got = kernel.pending_units(batch, index_on, SCHEDULE_TOPIC) \
             if kernel is not None and len(batch) >= KERNEL_MIN else None

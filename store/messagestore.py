@@ -71,6 +71,7 @@ class PutStatus(Enum):
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"      # SYNC_MASTER: no slave acknowledged in slaveTimeout
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"      # SYNC_MASTER: no slave, or one too far behind
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"   # controller mode: SyncStateSet < minInSyncReplicas
 
 
 class GetStatus(Enum):
@@ -158,6 +159,7 @@ class MessageStore(Dispatch, Replication):
         self.listeners: list = []        # callables(topic, queue_id, max_offset, tags_code)
         self.append_listeners: list = []  # callables(commitlog max offset), after every put or append
         self.reput_from = 0               # slave: commit log offset dispatched up to
+        self.dispatch_limit: int | None = None   # controller mode's confirmOffset: dispatch stops there
         self.reput_error: str | None = None
         self._reput_cond = threading.Condition()
         self.running = False

@@ -9,6 +9,7 @@ import time
 
 from .commitlog import BLANK_MAGIC, MESSAGE_MAGIC, MESSAGE_MAGIC_V2, decode_record
 from .errors import ReplicationError
+from .storeconfig import SLAVE
 
 REPUT_BATCH = 128          # records a slave dispatches per hold of the put lock (and of the GIL)
 _SIZE_MAGIC = struct.Struct(">ii")
@@ -60,14 +61,94 @@ class Replication:
         except ValueError:          # the file was deleted by retention meanwhile (its map is closed)
             return None
 
+    # ------------------------------------------------------------------ controller mode
+
+    def become_slave(self) -> None:
+        """A master steps down (changeToSlave): what it put is dispatched, then the reput thread
+        dispatches what the new master sends, from the commit log's end."""
+        with self.put_lock:
+            self._dispatch_pending()
+            self.cfg.brokerRole = SLAVE
+            self.reput_from = self.commitlog.max_offset
+        if not any(t.name == "reput" and t.is_alive() for t in self._threads):
+            self._spawn(self._reput_loop, "reput")
+        with self._reput_cond:
+            self._reput_cond.notify_all()
+
+    def dispatch_caught_up(self) -> bool:
+        """Every byte of the commit log is in consume queues (dispatchBehindBytes() == 0)."""
+        with self._reput_cond:
+            self._reput_cond.notify_all()
+        return self.dispatch_behind_bytes == 0 and not self.reput_error
+
+    def become_master(self, role: str) -> None:
+        """A slave is promoted (changeToMaster), once `dispatch_caught_up`: puts take over."""
+        with self.put_lock:
+            self.cfg.brokerRole = role
+            self.dispatch_limit = None
+
+    def set_dispatch_limit(self, offset: int | None) -> None:
+        """confirmOffset: records ending past it stay out of consume queues (None: no limit)."""
+        self.dispatch_limit = offset
+        if self.cfg.is_slave:
+            with self._reput_cond:
+                self._reput_cond.notify_all()
+
+    def record_starts_at(self, offset: int) -> bool:
+        """isOffsetAligned: `offset` is the commit log's end or the first byte of a record."""
+        if offset == self.commitlog.max_offset:
+            return True
+        f = self.commitlog.find(offset)
+        if f is None or offset - f.start + 8 > f.write_pos:
+            return False
+        size, magic = _SIZE_MAGIC.unpack_from(f.mm, offset - f.start)
+        return magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2, BLANK_MAGIC) and size > 0
+
+    def truncate_files(self, offset: int) -> int:
+        """truncateFiles: the commit log cut at `offset` (a record boundary), consume queues past
+        it dropped, queue offsets recomputed; the cut bytes are first kept in a recovery backup,
+        as recovery keeps what it cuts. Returns the bytes cut (ReplicationError: not a boundary)."""
+        from .backups import new_backup_name, save_cut_bytes
+        from .recovery import Cut
+        with self.put_lock:
+            top = self.commitlog.max_offset
+            if offset >= top:
+                return 0
+            if not self.record_starts_at(offset):
+                raise ReplicationError(f"cannot truncate the commit log at {offset}: no record starts there")
+            self._dispatch_pending()
+            cuts, removed = [], []
+            for f in self.commitlog.files:
+                if f.start > offset:
+                    removed.append(str(f.path))
+                elif f.start <= offset < f.end and f.write_pos > offset - f.start:
+                    cuts.append(Cut(str(f.path), offset - f.start, f.write_pos - (offset - f.start),
+                                    "not on the new master (controller mode: the replica's divergent tail)"))
+            for f in self.commitlog.files:
+                f.mm.flush()
+            save_cut_bytes(self.root, self.root / new_backup_name(), cuts, removed)
+            self.commitlog.truncate(offset)
+            last = self.commitlog.find(offset)
+            if last is not None:
+                last.zero_from(offset - last.start)
+            for (topic, qid), cq in list(self.queues.items()):
+                cq.truncate_from_physic(offset)
+                self.topic_queue_table[(topic, qid)] = cq.max_offset
+            self.reput_from = min(self.reput_from, offset)
+            self.reput_error = None
+            return top - offset
+
     def _reput_loop(self) -> None:
         idle = False
         while not self._stop.is_set():
             with self._reput_cond:
                 # Wait when caught up, and also when the last pass found only part of a record: the
                 # rest arrives with the next frame (frames are cut every haTransferBatchSize bytes).
-                if idle or self.reput_from >= self.commitlog.max_offset or self.reput_error:
+                if idle or self.reput_from >= self.commitlog.max_offset or self.reput_error or not self.cfg.is_slave:
                     self._reput_cond.wait(1.0)
+            if not self.cfg.is_slave:
+                idle = True
+                continue
             before = self.reput_from
             try:
                 self._reput_some()
@@ -89,6 +170,8 @@ class Replication:
         if f is None:
             return
         pos, end, recs = self.reput_from - f.start, f.write_pos, []
+        if self.dispatch_limit is not None:       # confirmOffset: nothing past it reaches the queues
+            end = max(pos, min(end, self.dispatch_limit - f.start))
         while pos + 8 <= end and len(recs) < REPUT_BATCH:
             size, magic = _SIZE_MAGIC.unpack_from(f.mm, pos)
             if magic == BLANK_MAGIC:

@@ -57,6 +57,15 @@ class MessageStoreConfig:
     haMasterAddress: str = ""
     haSlaveFallbehindMax: int = 256 * 1024 * 1024
     slaveTimeout: int = 3000
+    # controller mode (5.x MessageStoreConfig; shared/spec/controller.md §8)
+    allAckInSyncStateSet: bool = False      # ack once every SyncStateSet member has the message
+    inSyncReplicas: int = 1                 # acks needed, the master's included, when not all-ack
+    minInSyncReplicas: int = 1              # refuse puts while the SyncStateSet is smaller
+    haMaxTimeSlaveNotCatchup: int = 15_000  # a replica behind this long leaves the SyncStateSet
+    storePathEpochFile: str = ""            # "": {storePathRootDir}/epochFileCheckpoint
+    storePathBrokerIdentity: str = ""       # "": {storePathRootDir}/brokerIdentity
+    syncFromLastFile: bool = False          # an empty replica starts at the master's last file
+    asyncLearner: bool = False              # never joins the SyncStateSet
     offsetCheckInSlave: bool = False
 
     def __post_init__(self):
@@ -66,6 +75,15 @@ class MessageStoreConfig:
     @property
     def root(self) -> Path:
         return Path(self.storePathRootDir).expanduser()
+
+    @property
+    def epoch_file(self) -> Path:
+        return Path(self.storePathEpochFile).expanduser() if self.storePathEpochFile else self.root / "epochFileCheckpoint"
+
+    @property
+    def identity_file(self) -> Path:
+        return Path(self.storePathBrokerIdentity).expanduser() if self.storePathBrokerIdentity \
+            else self.root / "brokerIdentity"
 
     @property
     def commitlog_dir(self) -> Path:

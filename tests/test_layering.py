@@ -99,3 +99,60 @@ def test_the_lazy_table_matches_the_commands():
         assert _load(module, attribute).info.help == text, name
     for name, (module, attribute, _panel, text) in COMMANDS.items():
         assert _load(module, attribute).__doc__.strip().splitlines()[0] == text, name
+
+
+def client_import_graph() -> dict[str, set[str]]:
+    """mqtool.client module -> the mqtool.client modules it imports, at the top or inside a function
+    (an import put off to a call still ties the two modules together)."""
+    package = REPO / "mqtool" / "client"
+    modules = {f.stem for f in package.glob("*.py") if f.stem != "__init__"}
+    graph = {}
+    for name in modules:
+        tree = ast.parse((package / f"{name}.py").read_text(), filename=name)
+        targets = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets.add(node.module)
+                if node.module == "mqtool.client":                   # from mqtool.client import clientcalls
+                    targets.update(f"mqtool.client.{a.name}" for a in node.names)
+        graph[name] = {t.rpartition(".")[2] for t in targets if t.startswith("mqtool.client.")} & modules - {name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as a path (first node repeated at the end), or None."""
+    state: dict[str, int] = {}              # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_find_cycle_finds_one_and_only_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_client_modules_import_each_other_without_a_circle():
+    """Issue 31: base -> trace -> producer -> consumer -> clientcalls -> base was a circle. The record
+    decoder has a module of its own, and tracing is a layer the producer and consumer are given."""
+    graph = client_import_graph()
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+    assert graph["base"] == set(), graph["base"]            # everything stands on it
+    assert graph["trace"] == set(), graph["trace"]          # given a sender, it imports no client
+    assert graph["records"] == set(), graph["records"]

@@ -182,7 +182,9 @@ async def consumer_connections(ctrl, conn, cmd):
 
 async def producer_connections(ctrl, conn, cmd):
     h = from_ext_fields(ProducerGroupHeader, cmd.ext_fields)
-    chans = ctrl.producers.groups.get(h.producerGroup, {})
+    chans = ctrl.producers.groups.get(h.producerGroup)
+    if not chans:                   # 4.9.8's AdminBrokerProcessor.getProducerConnectionList answers so
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producerGroup}] not exist")
     body = {"connectionSet": [{"clientAddr": c.channel.peer, "clientId": c.client_id, "language": c.language,
                                "version": c.version} for c in chans.values()]}
     return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(body))

@@ -66,6 +66,17 @@ class BrokerConfig:
     filterDataCleanTimeSpan: int = 24 * 3600 * 1000    # dead SQL92 filters leave consumerFilter.json after this
     expectConsumerNumUseFilter: int = 32   # bloom sizing of consumerFilter.json's bloomFilterData
     maxErrorRateOfBloomFilter: int = 20
+    # controller mode (5.x BrokerConfig; shared/spec/controller.md §8): brokerId and brokerRole are
+    # then set by the controller's elections, not by the file
+    enableControllerMode: bool = False
+    controllerAddr: str = ""                   # the controllers' peer addresses, HOST:PORT;HOST:PORT
+    syncBrokerMetadataPeriod: int = 5000       # GET_REPLICA_INFO poll
+    checkSyncStateSetPeriod: int = 5000        # a master's SyncStateSet shrink check
+    syncControllerMetadataPeriod: int = 10_000   # which controller leads
+    controllerHeartBeatTimeoutMills: int = 10_000
+    brokerElectionPriority: int = 2 ** 31 - 1  # lower wins a tie of epoch and offset
+    brokerHeartbeatInterval: int = 1000
+    sendHeartbeatTimeoutMillis: int = 1000
 
     @property
     def broker_addr(self) -> str:
@@ -76,6 +87,10 @@ class BrokerConfig:
         """The fast port 4.9.8 derives from listenPort (fastConfig.setListenPort(listenPort - 2)), below 0 a
         random one, as 5.x; fastListenPort overrides it (Java slaves and VIP clients still look at listenPort - 2)."""
         return self.fastListenPort or max(self.listenPort - 2, 0)
+
+    @property
+    def controller_addrs(self) -> list[str]:
+        return [a.strip() for a in self.controllerAddr.split(";") if a.strip()]
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -74,6 +74,8 @@ HANDLERS = {
     RequestCode.GET_ALL_CONSUMER_OFFSET: replica.all_consumer_offsets,
     RequestCode.GET_ALL_DELAY_OFFSET: replica.all_delay_offsets,
     RequestCode.GET_BROKER_HA_STATUS: replica.ha_status,
+    RequestCode.NOTIFY_BROKER_ROLE_CHANGED: replica.role_changed,
+    RequestCode.GET_BROKER_EPOCH_CACHE: replica.epoch_cache,
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: adminops.topic_consume_by_who,
     RequestCode.QUERY_CONSUME_TIME_SPAN: adminops.consume_time_span,
     RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: adminops.system_topics,
@@ -117,7 +119,10 @@ class BrokerController:
                  rocketmq_home: str | None = None):
         self.config = config
         self.notes: list[str] = []        # one-line warnings for whoever started the broker
-        check_role(config, self.notes)
+        if config.enableControllerMode:
+            controller_mode_checks(config, self.notes)
+        else:
+            check_role(config, self.notes)
         if config.fastListenPort and config.fastListenPort != config.listenPort - 2:
             self.notes.append(f"fastListenPort {config.fastListenPort} is not listenPort - 2: 4.9.8 slaves (their topic "
                               f"copies) and VIP-channel clients look for the fast port at listenPort - 2")
@@ -136,6 +141,8 @@ class BrokerController:
                                                maxMessageSize=config.maxMessageSize)
         unknown = apply_store_properties(self.store_config, store_props or {})
         self.notes += check_keys(unknown, known_keys(config))
+        if config.enableControllerMode:        # fenced until the controller gives a role (replicas.py)
+            self.store_config.brokerRole = SLAVE
         hours = [h.strip() for h in self.store_config.deleteWhen.split(";")]
         if not all(h.isdigit() and int(h) < 24 for h in hours):       # UtilAll.isItTimeToDo skips them
             self.notes.append(f"deleteWhen={self.store_config.deleteWhen}: not hours 0-23 separated by ';' "
@@ -176,8 +183,13 @@ class BrokerController:
         self.ha_master = None
         self.flush_waiters: FlushWaiters | None = None    # SYNC_FLUSH sends wait on the loop (flushwait.py)
         self.ha_slave = None
+        self.autoswitch = None                # controller mode's HA (mqtool/ha/autoswitch.py)
         self.metrics = None
-        self.slave_sync = replica.SlaveSynchronize(self) if self.is_slave else None
+        self.replicas = None
+        if config.enableControllerMode:
+            from mqtool.broker.replicas import ReplicasManager
+            self.replicas = ReplicasManager(self)
+        self.slave_sync = replica.SlaveSynchronize(self) if self.is_slave and self.replicas is None else None
         self.running = False
         self.writeable = True
         self._tasks: list[asyncio.Task] = []
@@ -214,11 +226,12 @@ class BrokerController:
         if self.config.metricsPort:
             await self._start_metrics(host)
         self.running = True
-        if self.is_slave:
+        if self.replicas is not None:
+            self.replicas.start()
+        elif self.is_slave:
             self.slave_sync.start()
         else:
-            self.schedule.start()
-            self.tx_checker.start()
+            self.start_master_services()
         self._register_soon = asyncio.Event()
         self.topics.on_change = self.registration.topic_changed
         self._tasks += [loop.create_task(self._register_loop()), loop.create_task(self._housekeeping()),
@@ -256,6 +269,22 @@ class BrokerController:
     async def _start_ha(self, host: str) -> None:
         from mqtool.ha.master import HAMaster
         from mqtool.ha.slave import HASlave
+        if self.replicas is not None:
+            from mqtool.ha.autoswitch import AutoSwitchHA
+            self.autoswitch = AutoSwitchHA(self.store, self.store_config, self.replicas.epochs,
+                                           my_id=lambda: self.replicas.controller_id, propose=self.replicas.propose,
+                                           on_confirm=self._confirm_moved)
+            self.replicas.ha = self.autoswitch
+            try:
+                await self.autoswitch.start(host, self.store_config.haListenPort)
+                self.store_config.haListenPort = self.autoswitch.port
+                return
+            except OSError as exc:
+                await self.fast_server.stop()
+                await self.server.stop()
+                await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
+                raise OSError(f"cannot listen on the HA port {self.store_config.haListenPort} (listenPort + 1): "
+                              f"{exc.strerror or exc}") from None
         if self.is_slave:
             configured = self.store_config.haMasterAddress
             self.ha_slave = HASlave(self.store, self.store_config, configured if len(configured) >= 6 else "").start()
@@ -285,6 +314,9 @@ class BrokerController:
             raise
 
     def role_line(self) -> str:
+        if self.replicas is not None:
+            return (f"controller mode: fenced (no writes, no name server registration) until the controller at "
+                    f"{self.config.controllerAddr} gives this broker its role; HA port {self.ha_server_addr}")
         role = self.store_config.brokerRole
         if self.is_slave:
             master = self.ha_slave.master_addr if self.ha_slave else ""
@@ -300,11 +332,13 @@ class BrokerController:
         self.pull_holds.wake_all()
         for t in self._tasks:
             await cancel(t)
+        if self.replicas is not None:
+            await self.replicas.stop()
         if self.slave_sync is not None:
             await self.slave_sync.stop()
-        else:
-            await self.schedule.stop()
-            await self.tx_checker.stop()
+        await self.stop_master_services()
+        if self.autoswitch is not None:
+            await self.autoswitch.stop()
         if self.ha_master is not None:
             await self.ha_master.stop()
         if self.ha_slave is not None:
@@ -323,6 +357,33 @@ class BrokerController:
             self.flush_waiters.close()
         await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
         log.info("The broker[%s] shut down cleanly", self.config.brokerName)
+
+    # ------------------------------------------------------------------ roles (controller mode switches them)
+
+    def start_master_services(self) -> None:
+        """changeSpecialServiceStatus(true): delay levels and transaction checks run on a master only."""
+        self.schedule.start()
+        self.tx_checker.start()
+
+    async def stop_master_services(self) -> None:
+        await self.schedule.stop()
+        await self.tx_checker.stop()
+
+    def start_slave_sync(self, master_addr: str) -> None:
+        if self.slave_sync is None:
+            self.slave_sync = replica.SlaveSynchronize(self)
+            self.slave_sync.start()
+        self.slave_sync.master_addr = master_addr
+
+    def stop_slave_sync(self) -> None:
+        if self.slave_sync is not None:
+            asyncio.get_running_loop().create_task(self.slave_sync.stop())
+            self.slave_sync = None
+
+    def _confirm_moved(self) -> None:
+        if self.store._pending and not self._drain_soon:
+            self._drain_soon = True
+            asyncio.get_running_loop().call_soon(self._drain_dispatch)
 
     async def _rewrite_configs(self) -> None:
         """The changes journaled since the last rewrite go into topics.json and subscriptionGroup.json,
@@ -383,6 +444,10 @@ class BrokerController:
         that covers it, under SYNC_MASTER for a slave."""
         batch = isinstance(msgs, list)
         first = msgs[0] if batch else msgs
+        if self.autoswitch is not None and self.store_config.minInSyncReplicas > 1 and \
+                first.properties.get(Prop.WAIT, "true") != "false" and \
+                self.autoswitch.in_sync_replicas < self.store_config.minInSyncReplicas:
+            return PutResult(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark="in-sync replicas not enough")
         in_thread = self.flush_waiters is None        # else the store only asks for the flush, we wait here
         result = self.store.put_batch(msgs, wait_flush=in_thread) if batch else self.store.put(msgs, wait_flush=in_thread)
         if self.store._pending and not self._drain_soon:
@@ -407,6 +472,10 @@ class BrokerController:
     async def _wait_replica(self, result: PutResult) -> None:
         """submitReplicaRequest; a replica failure overrides the flush status, as thenCombine does."""
         end = result.end
+        if self.autoswitch is not None:        # controller mode: GroupTransferService's rules (controller.md §5.7)
+            if self.autoswitch.needs_wait() and not await self.autoswitch.wait_replicated(end):
+                result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+            return
         if not self.ha_master.is_slave_ok(end):
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
         elif not await self.ha_master.wait_replicated(end):
@@ -472,7 +541,7 @@ class BrokerController:
         period = min(max(self.config.registerNameServerPeriod, 10_000), 60_000) / 1000
         while True:
             wait = period
-            seeking = self.is_slave and not self.slave_sync.master_addr
+            seeking = self.is_slave and (self.slave_sync is None or not self.slave_sync.master_addr)
             if seeking:
                 wait = SLAVE_SEEKING_MASTER_S    # a slave started before its master finds it sooner
             try:
@@ -486,6 +555,8 @@ class BrokerController:
             await self.register_all(force=self.config.forceRegister or seeking)
 
     async def register_all(self, force: bool = True) -> None:
+        if self.replicas is not None and self.replicas.isolated:
+            return          # fenced: a controller-mode broker registers once it has its role
         await self.registration.register_all(force)
 
     def _learn_master(self, ext: dict) -> None:
@@ -493,6 +564,10 @@ class BrokerController:
         ha_addr, master = ext.get("haServerAddr"), ext.get("masterAddr")
         if ha_addr and len(self.store_config.haMasterAddress) < 6 and self.ha_slave is not None:
             self.ha_slave.set_master(ha_addr)
+        if ha_addr and self.autoswitch is not None:       # updateHaMasterAddress (controller.md §5.8)
+            self.autoswitch.set_master_address(ha_addr)
+        if self.slave_sync is None:
+            return
         if master and master != self.slave_sync.master_addr:
             log.info("master broker for metadata sync: %s", master)
             self.slave_sync.master_addr = master
@@ -523,6 +598,22 @@ def commit_log_refused(msg, result: PutResult) -> bool:
 def known_keys(config: BrokerConfig) -> list[str]:
     """Every key mqtool's broker and store configs take (for check_keys' typo suggestions)."""
     return [*STORE_KEYS, *(f.name for f in dataclasses.fields(config))]
+
+
+def controller_mode_checks(config: BrokerConfig, notes: list[str]) -> None:
+    """enableControllerMode: brokerId and brokerRole come from the controller's elections."""
+    if not config.controller_addrs:
+        raise ValueError("enableControllerMode=true needs controllerAddr (the controllers' HOST:PORT;HOST:PORT)")
+    for addr in config.controller_addrs:
+        host, sep, port = addr.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"controllerAddr: {addr!r} is not HOST:PORT")
+    if config.brokerRole not in BROKER_ROLES:
+        raise ValueError(f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {config.brokerRole!r}")
+    if config.brokerRole != SLAVE or config.brokerId != -1:
+        notes.append(f"brokerRole {config.brokerRole} and brokerId {config.brokerId} ignored: with "
+                     "enableControllerMode=true the controller's elections set them (a master is SYNC_MASTER, "
+                     "brokerId 0; a slave takes its controller id)")
 
 
 def check_role(config: BrokerConfig, notes: list[str]) -> None:

@@ -150,8 +150,9 @@ class ConsumerFilterManager:
         by_group[group] = FilterData(group, topic, expression, expression_type, now_ms, version, bloom,
                                      compiled=compiled)
         if compiled.quirks:
-            return (f"SQL92 filter of group {group} on topic {topic}: {expression!r} is read as "
-                    f"{compiled.read_as!r}: {'; '.join(compiled.quirks)}")
+            reading = f" is read as {compiled.read_as!r}" if compiled.read_as != expression.strip() else ""
+            return (f"SQL92 filter of group {group} on topic {topic}: {expression!r}{reading}: "
+                    f"{'; '.join(compiled.quirks)}")
         return None
 
     def unregister(self, group: str, now_ms: int) -> None:

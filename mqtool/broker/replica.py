@@ -41,7 +41,13 @@ async def all_delay_offsets(ctrl, conn, cmd):
 
 async def ha_status(ctrl, conn, cmd):
     """HARuntimeInfo (rocketmq 5.x `GET_BROKER_HA_STATUS`), from whichever side this broker is."""
-    if ctrl.ha_master is not None:
+    if ctrl.autoswitch is not None:
+        info = ctrl.autoswitch.runtime_info()
+        client = ctrl.autoswitch.client
+        info["haClientRuntimeInfo"] = client.runtime_info() if client is not None and not info["master"] else None
+        info["masterEpoch"] = ctrl.replicas.master_epoch
+        info["controllerId"] = ctrl.replicas.controller_id
+    elif ctrl.ha_master is not None:
         info = ctrl.ha_master.runtime_info()
         info["haClientRuntimeInfo"] = None
     else:
@@ -51,6 +57,20 @@ async def ha_status(ctrl, conn, cmd):
     info["commitLogMaxOffset"] = ctrl.store.commitlog_max_offset
     info["commitLogMinOffset"] = ctrl.store.commitlog_min_offset
     return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(info))
+
+
+async def role_changed(ctrl, conn, cmd):
+    """NOTIFY_BROKER_ROLE_CHANGED (1008), from the controller leader (controller mode only)."""
+    if ctrl.replicas is None:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, "this broker is not in controller mode (enableControllerMode)")
+    return await ctrl.replicas.notified(cmd)
+
+
+async def epoch_cache(ctrl, conn, cmd):
+    """GET_BROKER_EPOCH_CACHE (1007): the epoch file with the last entry ending at the max offset."""
+    if ctrl.replicas is None:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, "this request only for controllerMode ")
+    return cmd.response(ResponseCode.SUCCESS, None, None, jsonbody.dumps(ctrl.replicas.epoch_cache()))
 
 
 # ---------------------------------------------------------------------- slave's copies

@@ -27,6 +27,7 @@ PUT_CODES = {
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: ResponseCode.SYSTEM_ERROR,     # 5.x, remark "in-sync replicas not enough"
 }
 PERM_WRITE = int(Perm.PERM_WRITE)     # an int: `int & IntFlag` goes through enum's Python code
 SLAVE_REMARK = "message store is slave mode, so putMessage is forbidden"

@@ -62,20 +62,31 @@ def check_topic_name(topic: str) -> str | None:
 
 
 class DataVersion:
-    def __init__(self, counter: int = 0, timestamp: int | None = None):
+    """4.9.8's counter and timestamp; controller mode adds 5.x's stateVersion (the master epoch), which
+    a name server compares so that a lower epoch never takes brokerId 0 back (None: not sent, as 4.9.8)."""
+
+    def __init__(self, counter: int = 0, timestamp: int | None = None, state_version: int | None = None):
         self.counter = counter
         self.timestamp = timestamp if timestamp is not None else int(time.time() * 1000)
+        self.state_version = state_version
 
-    def next(self) -> None:
+    def next(self, state_version: int | None = None) -> None:
         self.counter += 1
         self.timestamp = int(time.time() * 1000)
+        if state_version is not None:
+            self.state_version = state_version
 
     def to_json(self) -> dict:
-        return {"counter": self.counter, "timestamp": self.timestamp}
+        d = {"counter": self.counter}
+        if self.state_version is not None:
+            d["stateVersion"] = self.state_version
+        d["timestamp"] = self.timestamp
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> "DataVersion":
-        return cls(int(d.get("counter", 0)), int(d.get("timestamp", 0)))
+        state = d.get("stateVersion")
+        return cls(int(d.get("counter", 0)), int(d.get("timestamp", 0)), None if state is None else int(state))
 
 
 class TopicConfigManager:

@@ -23,6 +23,8 @@ GROUPS = {
     "namesrv": ("namesrv", "app", "Servers", "Run a RocketMQ name server."),
     "broker": ("broker", "app", "Servers", "Run a RocketMQ broker."),
     "ha": ("ha", "app", "Servers", "Master/slave replication (HA)."),
+    "controller": ("controller", "app", "Servers",
+                   "Run a controller (RocketMQ 5 controller mode) and ask it: leader, syncStateSets, elections."),
     "spark": ("spark", "app", "Spark jobs", "Spark jobs: export stores and live clusters to Parquet, replay, rebuild consume queues and index."),
     "topic": ("admin", "topic_app", "Administration", "Create, delete, list and inspect topics."),
     "cluster": ("admin", "cluster_app", "Administration", "Clusters and their brokers."),
@@ -52,7 +54,7 @@ ALIASES = {
     "printMsgByQueue": ("admin", "message_print"), "deleteSubGroup": ("admin", "group_delete"),
     "updateTopicPerm": ("admin", "topic_perm"), "getBrokerConfig": ("admin", "broker_config_get"),
     "updateBrokerConfig": ("admin", "broker_config_set"), "producerConnection": ("admin", "producer_connections"),
-    "getNamesrvConfig": ("admin", "namesrv_config"), "sendMessage": ("send", "send"),
+    "getNamesrvConfig": ("admin", "namesrv_config"), "sendMessage": ("send", "send_message"),
     "consumeMessage": ("consume", "consume"), "haStatus": ("ha", "status"),
     "updateNamesrvConfig": ("ops", "namesrv_update_config"), "brokerConsumeStats": ("ops", "broker_consume_stats"),
     "consumerStatus": ("ops", "group_status"), "cloneGroupOffset": ("ops", "group_clone_offset"),
@@ -62,6 +64,9 @@ ALIASES = {
     "updateAclConfig": ("acl", "acl_update"), "deleteAccessConfig": ("acl", "acl_delete"),
     "deleteAclConfig": ("acl", "acl_delete"), "clusterAclConfigVersion": ("acl", "acl_list"),
     "updateGlobalWhiteAddr": ("acl", "acl_whitelist"), "queryMsgTraceById": ("trace", "message_trace"),
+    "getControllerMetaData": ("controller", "status"), "getSyncStateSet": ("controller", "sync_state"),
+    "electMaster": ("ha", "elect"), "getControllerConfig": ("controller", "config_get"),
+    "updateControllerConfig": ("controller", "config_set"), "cleanBrokerMetadata": ("controller", "clean"),
 }
 
 

@@ -44,9 +44,8 @@ def watch_rows(namesrv: str, fetch, seconds: float, json_out: bool, columns: lis
 
     async def go():
         from rich.console import Group
-        from rich.live import Live
 
-        from mqtool.cli.watching import every
+        from mqtool.cli.watching import every, frames
         admin = Admin(namesrv)
         try:
             if json_out:
@@ -55,13 +54,13 @@ def watch_rows(namesrv: str, fetch, seconds: float, json_out: bool, columns: lis
                     sys.stdout.flush()
                 await every(seconds, line)
                 return
-            with Live(console=console, auto_refresh=False) as live:
+            with frames(console) as show:
                 async def redraw():
                     rows = await fetch(admin)
                     t = table(*columns, title=f"every {seconds:g}s, {fmt_time(int(time.time() * 1000))}")
                     for r in rows:
                         t.add_row(*(str(r.get(c, "")) for c in columns))
-                    live.update(Group(t, summary(rows)), refresh=True)
+                    show(Group(t, summary(rows)))
                 await every(seconds, redraw)
         finally:
             await admin.close()

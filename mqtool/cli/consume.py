@@ -49,7 +49,8 @@ def consume(
     group: Annotated[Optional[str], typer.Option("-g", "--group", help="Consume as this group (offsets committed).")] = None,
     broadcast: Annotated[bool, typer.Option("--broadcast", help="Broadcasting mode (with -g).")] = False,
     queue: Annotated[Optional[list[int]], typer.Option("--queue", "-q", help="Explicit queue ids (no group).")] = None,
-    start: Annotated[Optional[str], typer.Option("--from", help="beginning|end|OFFSET|-N|@TIME (default: beginning; "
+    start: Annotated[Optional[str], typer.Option("--from", help="beginning|end|OFFSET|-N|@TIME, or earliest|latest "
+                                                 "(as beginning|end) (default: beginning; "
                                                  "with -g: the group's committed offsets, and --from moves them)")] = None,
     exit_at_end: Annotated[bool, typer.Option("-e", "--exit-at-end")] = False,
     count: Annotated[int, typer.Option("-c", "--count", min=0)] = 0,
@@ -74,7 +75,7 @@ def consume(
     if fmt is not None and json_out:
         raise UsageError("give either --format or --json, not both")
     if start is not None:
-        _check_start(start)
+        start = _check_start(start)
     if trace_topic is not None and not trace:
         raise UsageError("--trace-topic goes with --trace")
     if sql is not None:
@@ -102,17 +103,24 @@ def _check_sql(sql: str, tag: str) -> None:
         compiled = compile_sql92(sql)
     except FilterCompileError as exc:
         raise UsageError(f"--sql {sql!r}: {_one_line(exc.message)}") from None
+    reading = f" is read as {compiled.read_as!r}" if compiled.read_as != sql.strip() else ""
     for note in compiled.quirks:
-        err_console.print(f"mqtool: warning: --sql {sql!r} is read as {compiled.read_as!r}: {note}", markup=False)
+        err_console.print(f"mqtool: warning: --sql {sql!r}{reading}: {note}", markup=False)
 
 
-def _check_start(start: str) -> None:
+# Spark's and Kafka's words for the two ends
+START_ALIASES = {"earliest": "beginning", "latest": "end"}
+
+
+def _check_start(start: str) -> str:
+    """--from, checked; earliest and latest read as beginning and end."""
+    start = START_ALIASES.get(start, start)
     if start in ("beginning", "end") or start.lstrip("-").isdigit():
-        return
+        return start
     if start.startswith("@"):
         parse_time(start[1:])
-        return
-    raise UsageError(f"--from must be beginning, end, OFFSET, -N or @TIME, not {start!r}")
+        return start
+    raise UsageError(f"--from must be beginning (or earliest), end (or latest), OFFSET, -N or @TIME, not {start!r}")
 
 
 async def _position(c: "Consumer", mq, start: str) -> int:

@@ -133,22 +133,56 @@ def _watch(namesrv: str, cluster, broker, seconds: float, json_out: bool) -> Non
     import asyncio
 
     from rich.console import Group
-    from rich.live import Live
 
-    from mqtool.cli.watching import every
+    from mqtool.cli.watching import every, frames
 
     async def line():
         emit_json({"time": int(time.time() * 1000), "groups": await _online_async(namesrv, cluster, broker)})
         sys.stdout.flush()
 
-    async def redraw(live):
+    async def redraw(show):
         t, notes = render_live(await _online_async(namesrv, cluster, broker))
-        live.update(Group(t, *[f"note: {n}" for n in notes]), refresh=True)
+        show(Group(t, *[f"note: {n}" for n in notes]))
     try:
         if json_out:
             asyncio.run(every(seconds, line))
             return
-        with Live(console=console, auto_refresh=False) as live:
-            asyncio.run(every(seconds, lambda: redraw(live)))
+        with frames(console) as show:
+            asyncio.run(every(seconds, lambda: redraw(show)))
     except KeyboardInterrupt:      # a Ctrl-C before the watch started
         return
+
+
+@app.command()
+def elect(
+    broker: Annotated[str, typer.Option("-b", "--broker", help="The broker set (brokerName).")],
+    controller: Annotated[str, typer.Option(
+        "-a", "--controller", envvar="CONTROLLER_ADDR", help="Controller address(es), HOST:PORT;HOST:PORT.")
+    ] = "127.0.0.1:9878",
+    broker_id: Annotated[Optional[int], typer.Option(
+        "--broker-id", help="Make this controller id the master (a switchover); default: the controller's choice.")
+    ] = None,
+    cluster: Annotated[str, typer.Option("-c", "--cluster", help="Cluster name.")] = "DefaultCluster",
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Elect a master for a broker set in controller mode (mqadmin electMaster)."""
+    import asyncio
+
+    from mqtool.client.controller import ControllerAdmin
+
+    async def go():
+        admin = ControllerAdmin(controller)
+        try:
+            return await admin.elect_master(cluster, broker, broker_id)
+        finally:
+            await admin.close()
+    r = asyncio.run(go())
+    if json_out:
+        emit_json(r)
+        return
+    for key, label in (("clusterName", "ClusterName"), ("brokerName", "BrokerName"),
+                       ("masterAddress", "BrokerMasterAddr"), ("masterEpoch", "MasterEpoch"),
+                       ("syncStateSetEpoch", "SyncStateSetEpoch")):
+        typer.echo(f"#{label}:\t{r[key]}")          # mqadmin's lines, tabs kept
+    for bid, addr in r["brokerAddrs"].items():
+        typer.echo(f"\t#Broker:\t{bid}\t{addr}")

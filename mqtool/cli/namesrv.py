@@ -14,7 +14,8 @@ app = typer.Typer(help="Run a RocketMQ name server.", no_args_is_help=True)
 register_lazy("mqtool.namesrv.kvconfig", "KVConfigError", EXIT_USAGE)
 
 
-NAMESRV_KEYS = ("listenPort", "kvConfigPath", "orderMessageEnable", "clusterTest", "productEnvName")
+NAMESRV_KEYS = ("listenPort", "kvConfigPath", "orderMessageEnable", "clusterTest", "productEnvName",
+                "enableControllerInNamesrv")
 
 
 @app.command()
@@ -40,7 +41,8 @@ def start(
         if not config_file.is_file():
             raise UsageError(f"{config_file}: no such config file")
         props = javaprops.loads(config_file.read_text(encoding="utf-8"))
-        for note in check_keys({k: v for k, v in props.items() if k not in NAMESRV_KEYS}, list(NAMESRV_KEYS),
+        with_controller = props.get("enableControllerInNamesrv", "").strip().lower() == "true"
+        for note in [] if with_controller else check_keys({k: v for k, v in props.items() if k not in NAMESRV_KEYS}, list(NAMESRV_KEYS),
                                server="name server"):
             err_console.print(f"mqtool: warning: {note}", markup=False)
     if listen is None and "listenPort" in props:
@@ -52,11 +54,28 @@ def start(
     order = order_message_enable or props.get("orderMessageEnable", "").strip().lower() == "true"
     server = NameServer(kv_config or props.get("kvConfigPath") or None, order)   # reads the KV file now
     server.config.update({k: props[k] for k in ("clusterTest", "productEnvName") if k in props})
+    controller = None
+    if props.get("enableControllerInNamesrv", "").strip().lower() == "true":
+        # NamesrvStartup: a controller from the same file, on its own address (never the name server's port)
+        from mqtool.cli.controller import controller_config
+        from mqtool.controller.server import Controller
+        controller = Controller(controller_config(props, None, NAMESRV_KEYS))
 
     async def begin():
         await server.start(host, port)
         logging.getLogger("mqtool.namesrv").info(
             "The Name Server boot success. serializeType=JSON, listening on %s:%d, kv config %s",
             host, server.port, server.kv.path)
+        if controller is not None:
+            await controller.start()
+            logging.getLogger("mqtool.controller").info(
+                "The Controller boot success: %s of %s, listening on port %d", controller.config.controllerDLegerSelfId,
+                controller.config.controllerDLegerGroup, controller.port)
 
-    asyncio.run(run_until_signal(begin, server.stop))
+    async def end():
+        if controller is not None:
+            await controller.stop()
+        await server.stop()
+        logging.getLogger("mqtool.namesrv").info("The Name Server on %s:%d shut down cleanly", host, server.port)
+
+    asyncio.run(run_until_signal(begin, end))

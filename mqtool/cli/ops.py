@@ -73,7 +73,14 @@ def group_status(group: Annotated[str, typer.Option("-g", "--group")], namesrv: 
     from mqtool_remoting.codes import RequestCode
 
     async def go(a):
-        conns = await a.connections(group)
+        from mqtool_remoting.codes import ResponseCode
+        from mqtool_remoting.errors import RemotingCommandError
+        try:
+            conns = await a.connections(group)
+        except RemotingCommandError as exc:
+            if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
+                raise
+            conns = []                      # said below in one line
         out = []
         for c in conns:
             if client and c["client_id"] != client:
@@ -115,8 +122,10 @@ def _plain(obj):
 @with_credentials
 def message_cq(topic: Annotated[str, typer.Option("-t", "--topic")],
                queue: Annotated[int, typer.Option("-q", "--queue")],
-               broker: Annotated[str, typer.Option("-b", "--broker", help="Broker address HOST:PORT.")],
                namesrv: NamesrvOpt = "127.0.0.1:9876",
+               broker: Annotated[Optional[str], typer.Option(
+                   "-b", "--broker", help="Broker address HOST:PORT or name (default: the broker group of the "
+                                          "topic's route that has the queue).")] = None,
                index: Annotated[int, typer.Option("-i", "--index", min=0, help="First queue offset.")] = 0,
                count: Annotated[int, typer.Option("-c", "--count", min=1)] = 10,
                group: Annotated[Optional[str], typer.Option("-g", "--group")] = None,
@@ -126,12 +135,33 @@ def message_cq(topic: Annotated[str, typer.Option("-t", "--topic")],
     ext = {"topic": topic, "queueId": queue, "index": index, "count": count}
     if group:
         ext["consumerGroup"] = group
-    body = run(namesrv, lambda a: _call(a, broker, RequestCode.QUERY_CONSUME_QUEUE, ext, "query consume queue"))
+
+    async def go(a):
+        addr = broker if broker and ":" in broker else await _queue_broker(a, topic, queue, broker)
+        return await _call(a, addr, RequestCode.QUERY_CONSUME_QUEUE, ext, "query consume queue")
+    body = run(namesrv, go)
     rows = [{"queue_offset": index + n, "commitlog_offset": u["physicOffset"], "size": u["physicSize"],
              "tags_code": u["tagsCode"]} for n, u in enumerate(body.get("queueData", []))]
     out_rows(rows, json_out, ["queue_offset", "commitlog_offset", "size", "tags_code"])
     if not json_out:
         console.print(f"min {body.get('minQueueIndex')}, max {body.get('maxQueueIndex')}")
+
+
+async def _queue_broker(admin, topic: str, queue: int, name: str | None) -> str:
+    """The address of the broker group holding the topic's queue, from its route (as mqadmin queryCq
+    finds it without -b): its master, else a slave. Several groups with that queue need -b NAME."""
+    route = await admin.route(topic, refresh=True)
+    found = sorted(q["brokerName"] for q in route.queues
+                   if queue < max(q.get("readQueueNums", 0), q.get("writeQueueNums", 0))
+                   and name in (None, q["brokerName"]))
+    if not found:
+        raise UsageError(f"topic {topic} has no queue {queue}" + (f" on broker {name}" if name else ""))
+    if len(found) > 1:
+        raise UsageError(f"topic {topic} has queue {queue} on brokers {', '.join(found)}: pass -b BROKER_NAME")
+    addr = route.reader(found[0])
+    if addr is None:
+        raise UsageError(f"broker {found[0]} of topic {topic} has no address in the route")
+    return addr
 
 
 @with_credentials

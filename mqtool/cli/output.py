@@ -35,6 +35,15 @@ def _json_default(o):
     return str(o)
 
 
+def count(n: int, noun: str) -> str:
+    """'1 message', '4 messages', '4 index entries'."""
+    if n == 1:
+        return f"1 {noun}"
+    if noun.endswith("y") and noun[-2:-1] not in "aeiou":
+        return f"{n} {noun[:-1]}ies"
+    return f"{n} {noun}s"
+
+
 def fmt_time(ms: int | None) -> str:
     if not ms:
         return "-" if ms is None else "0"

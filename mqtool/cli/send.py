@@ -91,6 +91,25 @@ def send(
     console.print(t)
 
 
+@with_credentials
+def send_message(
+    topic: Annotated[str, typer.Option("-t", "--topic")],
+    body: Annotated[str, typer.Option("-p", "--body", help="The message body (UTF-8).")],
+    namesrv: NamesrvOpt = "127.0.0.1:9876",
+    keys: Annotated[Optional[str], typer.Option("-k", "--key", help="Message keys.")] = None,
+    tags: Annotated[Optional[str], typer.Option("-c", "--tags", help="Message tags.")] = None,
+    broker: Annotated[Optional[str], typer.Option("-b", "--broker", help="Broker name (with -i).")] = None,
+    qid: Annotated[Optional[int], typer.Option("-i", "--qid", min=0, help="Queue id on -b's broker.")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Send one message, with mqadmin sendMessage's options (-p is the body, as there)."""
+    if qid is not None and broker is None:
+        raise UsageError("-i (queue id) needs -b BROKER_NAME, as mqadmin sendMessage")
+    queue = f"{broker}:{qid}" if qid is not None else None
+    send.__wrapped__(topic, body.strip(), namesrv, keys=keys.strip() if keys else None, tags=tags.strip() if tags else None,
+         queue=queue, json_out=json_out)
+
+
 def _queue(topic: str, text: str | None):
     """--queue: None, a queue id, or a MessageQueue for BROKER_NAME:N."""
     if text is None:

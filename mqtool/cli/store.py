@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from mqtool.cli.errors import EXIT_PROBLEMS, UsageError, err_console
-from mqtool.cli.output import (BODY_MODES, check_choice, console, emit_json, fmt_time, json_line,
+from mqtool.cli.output import (BODY_MODES, check_choice, console, count, emit_json, fmt_time, json_line,
                                parse_time, render_body, table)
 from mqtool.cli.recover import recover
 
@@ -114,8 +114,7 @@ def dump(
                 pending = []
     if not json_out:
         _print_rows(pending)
-        summary = ", ".join(f"{n} {name.replace('_', ' ')}{'s' if n != 1 else ''}"
-                            for name, n in counts.items() if n and name != "stop")
+        summary = ", ".join(count(n, name.replace("_", " ")) for name, n in counts.items() if n and name != "stop")
         console.print(f"[bold]{path}[/] ({k.value}): {summary or 'nothing matched'}")
     _report_stops(stops)
 
@@ -352,9 +351,12 @@ def query(
         res = query_by_key(root, topic, key, parse_time(begin) or 0, parse_time(end) or 2**63 - 1, max_num)
         found = res.records
         if res.capped:
-            notes.append(f"more than {max_num} messages match; narrow with --begin/--end or raise --max")
+            notes.append(f"more than {count(max_num, 'message')} {'matches' if max_num == 1 else 'match'}; "
+                         "narrow with --begin/--end or raise --max")
         if res.collisions:
-            notes.append(f"{res.collisions} index hits were hash collisions for other keys and were dropped")
+            one = res.collisions == 1
+            notes.append(f"{count(res.collisions, 'index hit')} {'was a hash collision' if one else 'were hash collisions'}"
+                         f" for other keys and {'was' if one else 'were'} dropped")
         notes += [f"skipped damaged index data: {d}" for d in res.damaged]
     elif msg_id is not None:
         rec, host = query_by_msg_id(root, msg_id)

@@ -68,14 +68,14 @@ async def _live(watch, interval: float, state: dict, limit: int) -> None:
     import asyncio
     import sys
 
-    from rich.live import Live
+    from mqtool.cli.watching import frames
     keys: asyncio.Queue = asyncio.Queue()
     restore = _keyboard(asyncio.get_running_loop(), keys) if sys.stdin.isatty() else None
     try:
-        with Live(console=console, auto_refresh=False, screen=True) as live:
+        with frames(console, screen=True) as show:
             view = await watch.step()
             while True:
-                live.update(render(view, state, limit), refresh=True)
+                show(render(view, state, limit))
                 try:
                     async with asyncio.timeout(interval):
                         key = await keys.get()

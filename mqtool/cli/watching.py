@@ -7,8 +7,9 @@ result instead of raising it) cannot keep a watch running after Ctrl-C.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Iterator
 
 
 async def every(seconds: float, step: Callable[[], Awaitable[None]]) -> None:
@@ -40,3 +41,20 @@ async def every(seconds: float, step: Callable[[], Awaitable[None]]) -> None:
                 pass
     finally:
         loop.remove_signal_handler(signal.SIGINT)
+
+
+@contextlib.contextmanager
+def frames(console, screen: bool = False) -> Iterator[Callable[[object], None]]:
+    """Where a watch's refreshes go: `show(renderable)` redraws in place on a terminal (rich Live);
+    anywhere else (a pipe, a file) it prints the whole frame, one per refresh, each table one line per
+    row and never cut (a Live off a terminal printed only the last frame, cut to 80 columns)."""
+    if console.is_terminal:
+        from rich.live import Live
+        with Live(console=console, auto_refresh=False, screen=screen) as live:
+            yield lambda renderable: live.update(renderable, refresh=True)
+        return
+
+    def show(renderable) -> None:
+        console.print(renderable)
+        console.file.flush()
+    yield show

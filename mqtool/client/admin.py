@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from mqtool.client.base import ClientBase, check
-from mqtool.client.consumer import decode_records
+from mqtool.client.records import decode_records
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
@@ -299,9 +299,12 @@ class Admin(ClientBase):
             for c in jsonbody.loads(resp.body).get("connectionSet", []):
                 rows.append({"broker": name, "client_id": c.get("clientId"), "address": c.get("clientAddr"),
                              "language": c.get("language"), "version": c.get("version")})
-        if not rows:
-            raise RemotingCommandError(ResponseCode.CONSUMER_NOT_ONLINE, f"no connection for group {group}",
-                                       "connections")
+        if not rows and producer:           # each broker's answer: SYSTEM_ERROR, as 4.9.8's
+            raise RemotingCommandError(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist",
+                                       "producer connections")
+        if not rows:                        # the broker's words (ConsumerConnection: not online)
+            raise RemotingCommandError(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online",
+                                       "consumer connections")
         return rows
 
     async def reset_offset_by_time(self, group: str, topic: str, timestamp: int, force: bool = True) -> list[dict]:

@@ -96,7 +96,7 @@ class ClientBase:
         self.remoting = RemotingClient(self.on_request, self.credentials.sign if self.credentials else None)
         self.routes: dict[str, TopicRoute] = {}
         self.client_id = f"{client_ip()}@{instance or f'{os.getpid()}#{time.monotonic_ns()}'}"
-        self.tracer = None          # a TraceDispatcher (mqtool/client/trace.py) when made with trace=True
+        self.tracer = None          # a TraceDispatcher (mqtool/client/trace.py) the producer or consumer is given
 
     async def on_request(self, conn, cmd):
         """Requests the broker sends us; subclasses answer the ones they know."""
@@ -126,11 +126,6 @@ class ClientBase:
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:
         return await self.remoting.invoke(addr, cmd, timeout_s or self.timeout_s)
-
-    def _trace(self, trace: bool, trace_topic: str | None, kind: str) -> None:
-        if trace:
-            from mqtool.client.trace import TraceDispatcher
-            self.tracer = TraceDispatcher(";".join(self.namesrv_addrs), self.group, kind, trace_topic, self.credentials)
 
     async def close(self) -> None:
         if self.tracer is not None:

@@ -13,7 +13,7 @@ import time
 from mqtool import __version__
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
-from mqtool.client.consumer import decode_records     # bodies inflated, as MessageDecoder.decode does
+from mqtool.client.records import decode_records     # bodies inflated, as MessageDecoder.decode does
 
 CONSUME_RESULTS = {True: "CR_SUCCESS", False: "CR_LATER"}
 

@@ -11,14 +11,14 @@ from mqtool.common.sql92 import SQL92
 from mqtool.common.subscription import Subscription
 from mqtool.common.tracedata import ConsumeReturnType
 from mqtool.client.base import ClientBase, MessageQueue, check
+from mqtool.client.producer import tracer_for
+from mqtool.client.records import decode_records
+from mqtool.client.trace import TraceDispatcher
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import HeaderTemplate, RemotingCommand, next_opaque
 from mqtool_remoting.errors import RemotingCommandError, RemotingConnectError, RemotingError
 from mqtool_store.commitlog import MessageRecord
-from mqtool_store.commitlog import decode_records as decode_all
-from mqtool_store.compression import decompress
-from mqtool_store.errors import StoreError
 
 log = logging.getLogger("mqtool.client")
 
@@ -67,22 +67,6 @@ class PullResult:
     max_offset: int
 
 
-def decode_records(body: bytes) -> list[MessageRecord]:
-    """A pull answer's records, bodies inflated. A body flagged compressed that does not inflate
-    (not that codec, or its library missing) is handed over as stored, with a warning: Java's
-    MessageDecoder drops it and every record after it in the batch, which loses them for good."""
-    out = decode_all(body)
-    for rec in out:
-        if rec.sys_flag & 0x1:
-            try:
-                rec.body = decompress(rec.body, rec.sys_flag)
-            except StoreError as exc:
-                log.warning("message %s (%s queue %d offset %d, commit log offset %d): %s; its body is given "
-                            "as stored", rec.uniq_key or rec.msg_id, rec.topic, rec.queue_id, rec.queue_offset,
-                            rec.physical_offset, exc)
-    return out
-
-
 def allocate_average(queues: list[MessageQueue], clients: list[str], me: str) -> list[MessageQueue]:
     """AllocateMessageQueueAveragely."""
     if me not in clients or not queues:
@@ -102,10 +86,11 @@ class Consumer(ClientBase):
     (with its outcome), and a caller of pull() through `tracer.sub_before/sub_after`."""
 
     def __init__(self, namesrv: str, group: str = "CID_MQTOOL", timeout_s: float = 3.0, instance: str | None = None,
-                 credentials=None, trace: bool = False, trace_topic: str | None = None):
+                 credentials=None, trace: bool = False, trace_topic: str | None = None,
+                 tracer: TraceDispatcher | None = None):
         super().__init__(namesrv, timeout_s, instance, credentials)
         self.group = group
-        self._trace(trace, trace_topic, "CONSUME")
+        self.tracer = tracer or (tracer_for(self, "CONSUME", trace_topic) if trace else None)
         self.pull_from: dict[MessageQueue, int] = {}    # pullFromWhichNodeTable: suggestWhichBrokerId
 
     async def broker_addr(self, mq: MessageQueue) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from mqtool.client.admin import Admin
-from mqtool.client.consumer import decode_records
+from mqtool.client.records import decode_records
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand

@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 
 from mqtool_remoting.batch import encode_batch
-from mqtool.client.base import ROUTE_TTL_S, ClientBase, MessageQueue, TopicRoute
+from mqtool.client.base import ROUTE_TTL_S, ClientBase, MessageQueue, TopicRoute, client_ip
+from mqtool.client.trace import TRACE_TIMEOUT_S, TraceDispatcher, msg_type_of
 from mqtool.common.vipchannel import vip_channel
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RPC_ONEWAY, RequestCode, ResponseCode, code_name
 from mqtool_remoting.command import HeaderTemplate, RemotingCommand, next_opaque
 from mqtool_remoting.errors import BrokerUnreachable, RemotingCommandError, RemotingError
 from mqtool_store.properties import format_properties
+from mqtool.client.records import decode_records     # inflated, as Java's MessageDecoder.decode
 
 COMPRESS_OVER = 4096
 DEFAULT_TOPIC = "TBW102"
@@ -92,13 +94,14 @@ class Producer(ClientBase):
 
     def __init__(self, namesrv: str, group: str = "PID_MQTOOL", retries: int = 2, timeout_s: float = 3.0,
                  compress_over: int = COMPRESS_OVER, instance: str | None = None, credentials=None,
-                 vip_channel: bool = False, trace: bool = False, trace_topic: str | None = None):
+                 vip_channel: bool = False, trace: bool = False, trace_topic: str | None = None,
+                 tracer: TraceDispatcher | None = None):
         super().__init__(namesrv, timeout_s, instance, credentials)
         self.group = group
         # sendMessageWithVIPChannel (Java's com.rocketmq.sendMessageWithVIPChannel, default false in 4.9.8):
         # sends go to the broker's fast port, listenPort - 2; heartbeats stay on the main port
         self.vip_channel = vip_channel
-        self._trace(trace, trace_topic, "PRODUCE")
+        self.tracer = tracer or (tracer_for(self, "PRODUCE", trace_topic) if trace else None)
         self.retries = retries
         self.compress_over = compress_over
         self.acked = 0           # messages brokers acknowledged (an error names how many came before it)
@@ -151,7 +154,6 @@ class Producer(ClientBase):
 
     def _trace_pub(self, topic: str, result: SendResult, props: dict[str, str], body_length: int,
                    started: int) -> None:
-        from mqtool.client.trace import msg_type_of
         self.tracer.pub(self.group, topic, result.msg_id, props.get("TAGS"), props.get("KEYS"), result.broker_addr,
                         body_length, started, msg_type_of(props), result.offset_msg_id, result.status == "SEND_OK",
                         result.region_id, result.trace_on)
@@ -301,6 +303,34 @@ def _header_template(group, topic, sys_flag, flag, batch, oneway) -> HeaderTempl
                                _MARKS)
 
 
+class TraceProducer:
+    """A trace dispatcher's own producer (AsyncTraceDispatcher's traceProducer), made at its first send."""
+
+    def __init__(self, namesrv: str, group: str, credentials=None):
+        self.namesrv, self.group, self.credentials = namesrv, group, credentials
+        self.producer: Producer | None = None
+
+    async def send(self, topic: str, body: bytes, keys: list[str]) -> None:
+        if self.producer is None:
+            self.producer = Producer(self.namesrv, self.group, timeout_s=TRACE_TIMEOUT_S,
+                                     instance=f"PID_CLIENT_INNER_TRACE_PRODUCER_{self.namesrv}",
+                                     credentials=self.credentials)
+        await self.producer.send(OutMessage(topic, body, keys))
+
+    async def close(self) -> None:
+        if self.producer is not None:
+            await self.producer.close()
+
+
+def tracer_for(client: ClientBase, kind: str, trace_topic: str | None = None) -> TraceDispatcher:
+    """The trace layer a traced producer (kind PRODUCE) or consumer (CONSUME) is given: its trace
+    messages go through a TraceProducer to the client's name servers, with the client's credentials."""
+    namesrv = ";".join(client.namesrv_addrs)
+    return TraceDispatcher(client.group, kind, trace_topic,
+                           make_sender=lambda group: TraceProducer(namesrv, group, client.credentials),
+                           new_id=UniqIdMaker(client_ip()).next)
+
+
 COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0   # END_TRANSACTION commitOrRollback values
 
 
@@ -346,7 +376,6 @@ class TransactionProducer(Producer):
     async def on_request(self, conn, cmd):
         if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
             return await super().on_request(conn, cmd)
-        from mqtool.client.consumer import decode_records     # inflated, as Java's MessageDecoder.decode
         try:
             [rec] = decode_records(cmd.body)
             state = self.check_listener(rec)

@@ -7,6 +7,11 @@ appended and adds it to its topic's batch; a batch goes out as one trace message
 record's msgId and keys) when its UTF-8 text reaches 118,000 bytes, when its oldest record is 500 ms
 old, or when the client closes. The sends are made by the dispatcher's own producer, on that task,
 never on the traced send's path; a failed one is logged and its records are lost, as in Java.
+
+Tracing is a layer the producer and consumer are given (`mqtool.client.producer.tracer_for` makes
+one): the dispatcher imports no client module. It is handed a `make_sender(group)` that returns its
+trace producer (`send(topic, body, keys)`, `close()`), made at the first trace message, and a
+`new_id()` for the consume request ids (Java's MessageClientIDSetter.createUniqID).
 """
 from __future__ import annotations
 
@@ -15,9 +20,9 @@ import collections
 import itertools
 import logging
 import time
+import uuid
+from typing import Awaitable, Callable, Protocol
 
-from mqtool.client.base import client_ip
-from mqtool.client.producer import OutMessage, Producer, UniqIdMaker
 from mqtool.common.tracedata import (DEFAULT_REGION, DEFAULT_TRACE_TOPIC, FLUSH_AT, ConsumeReturnType, MsgType,
                                      TraceRecord, TraceType, encode, keys_of)
 
@@ -44,6 +49,18 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class TraceSender(Protocol):
+    """The dispatcher's own producer: AsyncTraceDispatcher's traceProducer."""
+
+    def send(self, topic: str, body: bytes, keys: list[str]) -> Awaitable[None]: ...
+
+    def close(self) -> Awaitable[None]: ...
+
+
+def _no_sender(group: str) -> TraceSender:
+    raise RuntimeError(f"trace dispatcher {group} was given no sender")
+
+
 class ConsumeTrace:
     """A SubBefore's records, kept for its SubAfter."""
     __slots__ = ("records", "started")
@@ -53,19 +70,21 @@ class ConsumeTrace:
 
 
 class TraceDispatcher:
-    """One per traced client: `kind` is PRODUCE or CONSUME (the trace producer's group names it)."""
+    """One per traced client: `kind` is PRODUCE or CONSUME (the trace producer's group names it).
+    `make_sender(group)` gives the trace producer; `new_id()` a consume request id (32 hex digits)."""
 
-    def __init__(self, namesrv: str, host_group: str, kind: str, trace_topic: str | None = None, credentials=None):
+    def __init__(self, host_group: str, kind: str, trace_topic: str | None = None,
+                 make_sender: Callable[[str], TraceSender] = _no_sender, new_id: Callable[[], str] | None = None):
         self.topic = trace_topic or DEFAULT_TRACE_TOPIC
         self.group = f"_INNER_TRACE_PRODUCER-{host_group}-{kind}-{next(_COUNTER)}"
-        self.namesrv, self.credentials = namesrv, credentials
+        self.make_sender = make_sender
+        self.new_id = new_id or (lambda: uuid.uuid4().hex.upper())
         self.queue: collections.deque[TraceRecord] = collections.deque()
         self.dropped = 0
         self.sent_messages = 0
         self.failed_messages = 0
-        self._producer: Producer | None = None
+        self._sender: TraceSender | None = None
         self._task: asyncio.Task | None = None
-        self._ids: UniqIdMaker | None = None
         self._closing = False
 
     # ---- the hooks' side: never waits ---------------------------------------------------------------
@@ -107,9 +126,7 @@ class TraceDispatcher:
     def sub_before(self, group: str, messages: list) -> ConsumeTrace | None:
         """ConsumeMessageTraceHookImpl.consumeMessageBefore for one consume call over `messages`
         (MessageRecords); None when none of them is traced."""
-        if self._ids is None:
-            self._ids = UniqIdMaker(client_ip())
-        request_id, now = self._ids.next(), _now_ms()
+        request_id, now = self.new_id(), _now_ms()
         records = []
         for m in messages:
             props = m.properties
@@ -158,12 +175,10 @@ class TraceDispatcher:
     async def _send(self, batch: list[tuple[str, set[str]]]) -> None:
         keys: set[str] = set().union(*(k for _, k in batch))
         body = "".join(t for t, _ in batch).encode()
-        if self._producer is None:
-            self._producer = Producer(self.namesrv, self.group, timeout_s=TRACE_TIMEOUT_S,
-                                      instance=f"PID_CLIENT_INNER_TRACE_PRODUCER_{self.namesrv}",
-                                      credentials=self.credentials)
         try:
-            await self._producer.send(OutMessage(self.topic, body, sorted(keys)))
+            if self._sender is None:
+                self._sender = self.make_sender(self.group)
+            await self._sender.send(self.topic, body, sorted(keys))
             self.sent_messages += 1
         except Exception as exc:  # noqa: BLE001 - a trace message is never worth failing the client for
             self.failed_messages += 1
@@ -178,5 +193,5 @@ class TraceDispatcher:
                     await self._task
             except TimeoutError:
                 log.warning("trace records still unsent at close: dropped")
-        if self._producer is not None:
-            await self._producer.close()
+        if self._sender is not None:
+            await self._sender.close()

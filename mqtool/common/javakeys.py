@@ -99,11 +99,36 @@ NAMESRV_KEYS_NOT_HERE = frozenset(_NAMESRV_WHY) | frozenset(
     serverPooledByteBufAllocatorEnable useEpollNativeSelector writeBufferHighWaterMark writeBufferLowWaterMark""".split())
 
 
+# controller.conf (ControllerStartup: ControllerConfig, JraftConfig, NettyServerConfig): the 5.3.0 keys
+# mqtool's controller does not take (mqtool/controller/config.py has those it does).
+_CONTROLLER_WHY = {
+    "controllerType": "mqtool's controllers replicate through pysyncobj's Raft whatever this says",
+    "mappedFileSize": "the Raft journal is pysyncobj's file, not DLedger's mapped files",
+    "processReadEvent": "reads are answered from the leader's memory, never through the Raft log",
+    "isProcessReadEvent": "reads are answered from the leader's memory, never through the Raft log",
+    "controllerThreadPoolNums": "requests are served on one asyncio event loop, with no thread pools to size",
+    "controllerRequestThreadPoolQueueCapacity": "requests are served on one asyncio event loop, with no queues to size",
+    "metricsExporterType": "controller metrics are not implemented",
+    "jRaftGroupId": "jRaft is not implemented", "jRaftServerId": "jRaft is not implemented",
+    "jRaftInitConf": "jRaft is not implemented", "jRaftControllerRPCAddr": "jRaft is not implemented",
+    "jRaftElectionTimeoutMs": "jRaft is not implemented", "jRaftScanWaitTimeoutMs": "jRaft is not implemented",
+    "jRaftSnapshotIntervalSecs": "jRaft is not implemented",
+    "configStorePath": "config changes made at run time are not saved to a file",
+    "configBlackList": "the black list is fixed: configBlackList, configStorePath, rocketmqHome",
+    "rocketmqHome": "the controller reads nothing from the RocketMQ home",
+    "listenPort": "a controller answers on its own address in controllerDLegerPeers (or --listen)",
+}
+CONTROLLER_KEYS_NOT_HERE = frozenset(_CONTROLLER_WHY) | NAMESRV_KEYS_NOT_HERE
+_NOT_HERE = {"broker": (KEYS_4_9_8_NOT_HERE, _WHY, "4.9.8 broker"),
+             "name server": (NAMESRV_KEYS_NOT_HERE, _NAMESRV_WHY, "4.9.8 name server"),
+             "controller": (CONTROLLER_KEYS_NOT_HERE, _CONTROLLER_WHY, "5.3.0 controller")}
+
+
 def check_keys(unknown: dict[str, str], known: list[str], server: str = "broker") -> list[str]:
     """One warning line per key of `unknown` (the keys no mqtool config took) of a broker's or a
     name server's config file; ValueError for a key that would make the broker claim what it does
     not do. `known` are the keys mqtool does take (for a typo's suggestion)."""
-    not_here = KEYS_4_9_8_NOT_HERE if server == "broker" else NAMESRV_KEYS_NOT_HERE    # "name server"
+    not_here, whys, kind = _NOT_HERE[server]
     for key, value in sorted(unknown.items()):
         if key in REFUSED_WHEN_TRUE and key in not_here and str(value).strip().lower() == "true":
             raise ValueError(f"{key}=true: {REFUSED_WHEN_TRUE[key]} in mqtool")
@@ -112,10 +137,10 @@ def check_keys(unknown: dict[str, str], known: list[str], server: str = "broker"
     notes = []
     for key in sorted(unknown):
         if key in not_here:
-            why = (_WHY if server == "broker" else _NAMESRV_WHY).get(key) or _WHY.get(key, "not implemented")
-            notes.append(f"{key} ignored: a RocketMQ 4.9.8 key mqtool does not implement ({why})")
+            why = whys.get(key) or _NAMESRV_WHY.get(key) or _WHY.get(key, "not implemented")
+            notes.append(f"{key} ignored: a RocketMQ {kind.split()[0]} key mqtool does not implement ({why})")
             continue
         near = difflib.get_close_matches(key, list(known) + sorted(not_here), 1, 0.8)
         hint = f"; did you mean {near[0]!r}?" if near else ""
-        notes.append(f"unknown config key {key!r} ignored: not a RocketMQ 4.9.8 {server} key{hint}")
+        notes.append(f"unknown config key {key!r} ignored: not a RocketMQ {kind} key{hint}")
     return notes

@@ -245,7 +245,10 @@ class Sql92Filter:
     text: str
     root: Node
     read_as: str                          # the part of the text 4.9.8 reads
-    quirks: list[str] = field(default_factory=list)
+    quirks: list[str] = field(default_factory=list)    # where the reading differs from what the text says
+    # where a message's value may not be the type a literal makes it (an integer literal: a Java int or
+    # Long); documented, and not a different reading of the text, so nobody is warned of it
+    type_notes: list[str] = field(default_factory=list)
 
     def evaluate(self, props: dict):
         """True, False, None (null), or JavaError where the 4.9.8 evaluator throws."""
@@ -270,12 +273,12 @@ def compile_sql92(text: str | None) -> Sql92Filter:
     try:
         root = parser.selector()
         end = parser.last.end if parser.last else 0
-        return Sql92Filter(text, root, text[:end].strip(), _quirks(text, end, parser, root))
+        return Sql92Filter(text, root, text[:end].strip(), _quirks(text, end, root), _type_notes(parser))
     except RecursionError:          # Java's parser overflows its stack too, and says so
         raise FilterCompileError("java.lang.StackOverflowError", "null") from None
 
 
-def _quirks(text: str, end: int, parser: _Parser, root: Node) -> list[str]:
+def _quirks(text: str, end: int, root: Node) -> list[str]:
     """Where 4.9.8 reads the text otherwise than it looks, in words."""
     notes = []
     tail = text[end:].strip()
@@ -289,6 +292,11 @@ def _quirks(text: str, end: int, parser: _Parser, root: Node) -> list[str]:
                          "ClassCastException there); NOT binds tighter than =, so write NOT (a = 'x')")
         elif isinstance(node, Negate) and isinstance(node.operand, Prop):
             notes.append(f"-{node.operand} is NULL for every message (a property is text), so it never matches")
+    return list(dict.fromkeys(notes))
+
+
+def _type_notes(parser: _Parser) -> list[str]:
+    notes = []
     for name, cls in parser.literal_props:
         notes.append(f"{name} is compared with an integer literal, so its value is parsed as a Java {cls}: "
                      f"a message whose {name} is not one (say 1.5) never matches; write the literal with "

@@ -61,11 +61,15 @@ class RouteTable:
         # A slave promoted to master re-registers its address under id 0: one record per address.
         for bid in [b for b, a in bd.brokerAddrs.items() if a == broker_addr and b != broker_id]:
             del bd.brokerAddrs[bid]
+        version = wrapper.dataVersion if wrapper is not None else DataVersion()
+        if self._outranked(bd, broker_id, broker_addr, version):
+            self.live.pop(broker_addr, None)
+            self.generation += 1
+            return RegisterResult()
         first = first or broker_id not in bd.brokerAddrs
         bd.brokerAddrs[broker_id] = broker_addr
         if first:
             self.generation += 1
-        version = wrapper.dataVersion if wrapper is not None else DataVersion()
         if wrapper is not None and broker_id == MASTER_ID:
             if self.topic_config_changed(broker_addr, version) or first:
                 self.put_queues(broker_name, queue_rows(wrapper))
@@ -80,6 +84,16 @@ class RouteTable:
             if master is not None and master in self.live:
                 return RegisterResult(master, self.live[master].ha_server_addr)
         return RegisterResult()
+
+    def _outranked(self, bd: BrokerData, broker_id: int, broker_addr: str, version: DataVersion) -> bool:
+        """5.x: another live address holds this id with a larger stateVersion (a higher master
+        epoch): the registration is ignored, so a returning old master never takes brokerId 0 back
+        (controller.md §5.8, apache/rocketmq#6316). 4.9.8 brokers send no stateVersion (0 here)."""
+        holder = bd.brokerAddrs.get(broker_id)
+        if holder is None or holder == broker_addr or holder not in self.live:
+            return False
+        theirs = self.live[holder].data_version.stateVersion or 0
+        return theirs > (version.stateVersion or 0)
 
     def put_queues(self, broker_name: str, rows) -> None:
         """The broker's queue data for each (topic, read, write, perm, sysflag) row."""

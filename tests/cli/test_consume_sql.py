@@ -22,6 +22,20 @@ def test_a_bad_expression_is_one_line_before_any_request(args, text):
     assert proc.stderr.count("\n") == 1 and text in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("sql, warning", [
+    ("region = 'eu' AND amount > 100", None),                                   # the README's: read as written
+    ("NOT a = 'x'", "mqtool: warning: --sql \"NOT a = 'x'\": (NOT a) compared with the text 'x' never matches"),
+    ("a = 'x' b = 'y'", "mqtool: warning: --sql \"a = 'x' b = 'y'\" is read as \"a = 'x'\": the text after"),
+])
+def test_the_reading_is_named_only_where_it_differs_from_the_text(sql, warning):
+    proc = run_cli("consume", "-n", "127.0.0.1:1", "-t", "T", "-e", "--sql", sql)     # warned before connecting
+    warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("mqtool: warning:")]
+    if warning is None:
+        assert warnings == [], proc.stderr
+    else:
+        assert warnings and warnings[0].startswith(warning), proc.stderr
+
+
 @pytest.mark.slow
 def test_consume_with_sql_against_brokers_with_and_without_the_flag(tmp_path):
     ns_port = free_port()

@@ -257,3 +257,15 @@ def test_verify_takes_the_delay_levels_of_a_broker_conf(basic_store, store_copy,
     areas = {p["area"] for p in json_lines(mismatched.stdout)[0]["problems"]}
     assert areas == {"consumequeue"}
     assert run_cli("store", "verify", s, "-c", same).returncode == 0
+
+
+def test_counts_are_said_in_english(basic_store):
+    """Issue 31: "3999 index entrys", "more than 1 messages match"."""
+    from mqtool.cli.output import count
+    assert [count(1, "index entry"), count(4, "index entry"), count(2, "message"), count(0, "key")] == \
+        ["1 index entry", "4 index entries", "2 messages", "0 keys"]
+    idx = sorted((basic_store / "index").iterdir())[0]
+    summary = run_cli("store", "dump", idx, check=True).stdout.splitlines()[-1]
+    assert summary.endswith(": 1 index header, 3999 index entries"), summary
+    one = run_cli("store", "query", basic_store, "--topic", "TopicA", "--key", "shared-1", "--max", "1")
+    assert one.returncode == 0 and "more than 1 message matches;" in one.stderr, one.stderr

@@ -173,3 +173,39 @@ def test_live_view_in_tmux(watched, tmp_path):
         if alive():
             subprocess.run([*tmux, "kill-session", "-t", session])
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+def _piped_lines(args: list[str], enough) -> list[str]:
+    """stdout lines of a --watch run into a pipe until `enough(lines)`, then Ctrl-C; fails (not hangs)
+    when the frames do not come while it runs."""
+    import threading
+    proc = subprocess.Popen([sys.executable, "-m", "mqtool", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
+    try:
+        wait_until("frames in the pipe while the watch runs", lambda: enough(lines), timeout=30)
+        return list(lines)
+    finally:
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(20) == 0, proc.stderr.read()
+
+
+def test_a_piped_watch_writes_a_whole_frame_per_interval(watched):
+    """Issue 31: `--watch` into a file wrote one frame, at the end, cut at 80 columns. Each refresh is
+    now a whole frame, one line per row, never cut."""
+    ns = watched["namesrv"]
+    topic = "PipedWatch" + "X" * 90                                  # a row far wider than 80 columns
+    run_cli("topic", "create", "-n", ns, "-t", topic, "-r", "1", "-w", "1", check=True)
+    run_cli("send", "-n", ns, "-t", topic, input="a\nb\n", check=True)
+    lines = _piped_lines(["topic", "status", "-n", ns, "-t", topic, "--watch", "0.2"],
+                         lambda ls: sum(ln.startswith("Max offset total: 2") for ln in ls) >= 2)
+    titles = [ln for ln in lines if ln.startswith("every 0.2s, ")]
+    assert len(titles) >= 2
+    rows = [ln.split() for ln in lines if ln.startswith("broker-a")]
+    assert len(rows) >= 2 and all(r[:4] == ["broker-a", "0", "0", "2"] for r in rows), rows
+    lines = _piped_lines(["ha", "status", "-n", ns, "--watch", "0.2"],
+                         lambda ls: sum(ln.startswith("Replication (") for ln in ls) >= 2)
+    frames = [ln for ln in lines if ln.startswith("DefaultCluster")]
+    assert len(frames) >= 2 and all(f.split()[:4] == ["DefaultCluster", "broker-a", "0", watched["broker"]]
+                                    for f in frames), frames

@@ -102,7 +102,7 @@ def test_hooks_write_4_9_8_records_and_the_batch_goes_out_by_age(monkeypatch):
     sent = capture(monkeypatch)
 
     async def scenario():
-        d = TraceDispatcher("127.0.0.1:1", "PG", "PRODUCE")
+        d = TraceDispatcher("PG", "PRODUCE")
         d.pub("PG", "T", MID0, None, "k1 k2", "127.0.0.1:10911", 5, 1700000000000, MsgType.Normal_Msg, "OFF", True)
         d.pub("PG", "T", MID1, "TagA", None, "127.0.0.1:10911", 5, 1700000000000, MsgType.Normal_Msg, "OFF", True,
               trace_on=False)                                      # TRACE_ON=false in the answer: no Pub
@@ -134,7 +134,7 @@ def test_a_batch_goes_out_at_118000_bytes_and_never_passes_128000(monkeypatch):
     big_keys = " ".join(f"key-{i:04d}-" + "x" * 90 for i in range(10))     # ~1 KB a record
 
     async def scenario():
-        d = TraceDispatcher("127.0.0.1:1", "PG", "PRODUCE")
+        d = TraceDispatcher("PG", "PRODUCE")
         for i in range(300):
             d.pub("PG", "T", f"{i:032X}", None, big_keys, "h:1", 1, 0, MsgType.Normal_Msg, "OFF", True)
         await d.close()
@@ -149,7 +149,7 @@ def test_a_full_queue_drops_records_and_the_hook_never_waits(monkeypatch):
     sent = capture(monkeypatch, block)
 
     async def scenario():
-        d = TraceDispatcher("127.0.0.1:1", "PG", "PRODUCE")
+        d = TraceDispatcher("PG", "PRODUCE")
         record = TraceRecord(TraceType.Pub, MID0, 1, "r", "PG")
         d.append([record] * (trace.QUEUE_SIZE + 76))       # the worker has not run: the queue holds 1024
         assert (len(d.queue), d.dropped) == (trace.QUEUE_SIZE, 76)
@@ -166,7 +166,7 @@ def test_close_sends_what_is_left_at_once(monkeypatch):
     sent = capture(monkeypatch)
 
     async def scenario():
-        d = TraceDispatcher("127.0.0.1:1", "PG", "PRODUCE")
+        d = TraceDispatcher("PG", "PRODUCE")
         d.append([TraceRecord(TraceType.Pub, MID0, 1, "r", "PG")])
         t0 = asyncio.get_running_loop().time()
         await d.close()
@@ -178,6 +178,43 @@ def test_close_sends_what_is_left_at_once(monkeypatch):
 
 @pytest.mark.parametrize("kind", ["PRODUCE", "CONSUME"])
 def test_the_trace_producer_is_named_as_java_names_it(kind):
-    a, b = TraceDispatcher("x:1", "G", kind), TraceDispatcher("x:1", "G", kind)
+    a, b = TraceDispatcher("G", kind), TraceDispatcher("G", kind)
     assert a.group.startswith(f"_INNER_TRACE_PRODUCER-G-{kind}-") and a.group != b.group
-    assert a.topic == "RMQ_SYS_TRACE_TOPIC" and TraceDispatcher("x:1", "G", kind, "MyTrace").topic == "MyTrace"
+    assert a.topic == "RMQ_SYS_TRACE_TOPIC" and TraceDispatcher("G", kind, "MyTrace").topic == "MyTrace"
+
+
+def test_the_dispatcher_sends_through_the_sender_it_is_given():
+    """Tracing is a layer the client is given: the dispatcher makes its trace producer with the
+    factory it was handed (named with its group), sends through it and closes it."""
+    made, sent, closed = [], [], []
+
+    class Sender:
+        def __init__(self, group):
+            made.append(group)
+
+        async def send(self, topic, body, keys):
+            sent.append((topic, body, keys))
+
+        async def close(self):
+            closed.append(True)
+
+    async def scenario():
+        d = TraceDispatcher("PG", "PRODUCE", "MyTrace", make_sender=Sender, new_id=lambda: "ID" * 16)
+        d.append([TraceRecord(TraceType.Pub, MID0, 1, "r", "PG", keys="k1")])
+        await d.close()
+        return d
+    d = asyncio.run(scenario())
+    assert made == [d.group] and closed == [True]
+    [(topic, body, keys)] = sent
+    assert topic == "MyTrace" and keys == sorted({MID0, "k1"}) and decode(body.decode()).records[0].msg_id == MID0
+
+
+def test_a_client_s_tracer_names_its_group_and_makes_unique_key_request_ids():
+    from mqtool.client.producer import Producer, TraceProducer, tracer_for
+    p = Producer("127.0.0.1:1;127.0.0.1:2", "PG_T", trace=True, trace_topic="TT")
+    assert p.tracer.group.startswith("_INNER_TRACE_PRODUCER-PG_T-PRODUCE-") and p.tracer.topic == "TT"
+    sender = p.tracer.make_sender(p.tracer.group)
+    assert isinstance(sender, TraceProducer) and sender.namesrv == "127.0.0.1:1;127.0.0.1:2"
+    a, b = p.tracer.new_id(), p.tracer.new_id()
+    assert len(a) == 32 and a[:20] == b[:20] and a != b              # MessageClientIDSetter's layout
+    assert tracer_for(p, "CONSUME").group.startswith("_INNER_TRACE_PRODUCER-PG_T-CONSUME-")

@@ -60,3 +60,26 @@ def test_a_failing_step_ends_the_watch_with_its_error():
         assert str(exc) == "broker unreachable"
     else:
         raise AssertionError("the step's error was not raised")
+
+
+def test_frames_off_a_terminal_prints_each_frame_whole():
+    """A watch into a pipe or file: every refresh a whole frame, its rows one line each, never cut at
+    the console's width (rich's Live printed only the last frame there, cut to 80 columns)."""
+    import io
+
+    from rich.console import Console
+
+    from mqtool.cli.output import table
+    from mqtool.cli.watching import frames
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=False, highlight=False, soft_wrap=True)
+    wide = "w" * 150
+    with frames(console) as show:
+        for n in range(3):
+            t = table("n", "cell", title=f"frame {n}")
+            t.add_row(str(n), wide)
+            show(t)
+            assert out.getvalue().count("frame ") == n + 1          # written at once, not at the end
+    lines = out.getvalue().splitlines()
+    assert [ln for ln in lines if ln.startswith("frame ")] == ["frame 0", "frame 1", "frame 2"]
+    assert [ln.split() for ln in lines if wide in ln] == [[str(n), wide] for n in range(3)]

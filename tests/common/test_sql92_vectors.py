@@ -309,8 +309,7 @@ def test_a_parse_error_lists_what_javacc_expected_there():
 @pytest.mark.parametrize("expr, read_as, words", [
     ("a = 'x' b = 'y'", "a = 'x'", "(\"b = 'y'\") is ignored"),
     ("a LIKE 'x%'", "a", "bare property (a) used as a condition is never TRUE"),
-    ("a > 0x10", "a > 0", "parsed as a Java int"),
-    ("amount BETWEEN 1 AND 2147483648", "amount BETWEEN 1 AND 2147483648", "parsed as a Java Long"),
+    ("a > 0x10", "a > 0", "('x10') is ignored"),
     ("NOT a = 'x'", "NOT a = 'x'", "(NOT a) compared with the text 'x' never matches"),
     ("-a < 0.5", "-a < 0.5", "-a is NULL for every message"),
     ("TRUE = a", "TRUE = a", "TRUE compared with the text a never matches"),
@@ -322,7 +321,20 @@ def test_quirks_that_change_the_meaning_are_said(expr, read_as, words):
     assert any(words in note for note in f.quirks), f.quirks
 
 
-@pytest.mark.parametrize("expr", ["a = 'x'", "a > 5.0", "NOT (a = 'x')", "a IS NULL OR a IN ('x')",
+@pytest.mark.parametrize("expr, words", [
+    ("a > 0x10", "a is compared with an integer literal, so its value is parsed as a Java int"),
+    ("amount BETWEEN 1 AND 2147483648", "parsed as a Java Long"),
+    ("region = 'eu' AND amount > 100", "amount is compared with an integer literal"),     # the README's
+])
+def test_an_integer_literal_is_a_type_note_not_a_different_reading(expr, words):
+    """Issue 31: the README's own expression was warned of as 'read as' itself. It reads as written;
+    what an integer literal does to a property's type is a note the README gives, not a warning."""
+    f = compile_sql92(expr)
+    assert any(words in note for note in f.type_notes), f.type_notes
+    assert not any("integer literal" in note for note in f.quirks), f.quirks
+
+
+@pytest.mark.parametrize("expr", ["region = 'eu' AND amount > 100", "a = 'x'", "a > 5.0", "NOT (a = 'x')", "a IS NULL OR a IN ('x')",
                                   "a = 'x' -- a comment without a line end", "TRUE"])
 def test_plain_expressions_have_no_quirk(expr):
     assert compile_sql92(expr).quirks == []

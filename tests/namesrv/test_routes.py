@@ -122,3 +122,35 @@ def test_unit_topic_lists():
     assert r.unit_topics(RequestCode.GET_UNIT_TOPIC_LIST).topicList == ["Both", "Unit"]
     assert r.unit_topics(RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST).topicList == ["Both", "Sub"]
     assert r.unit_topics(RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST).topicList == ["Sub"]
+
+
+def epoch_wrapper(state_version, counter=1):
+    return TopicConfigSerializeWrapper({"TopicA": TopicConfig("TopicA", 4, 4, 6)}, DataVersion(1000, counter, state_version))
+
+
+def test_a_lower_master_epoch_never_takes_broker_id_0_back():
+    """Controller mode (5.x RouteInfoManager, apache/rocketmq#6316): the new master registered id 0
+    with stateVersion 2; the old master, back with epoch 1, is ignored and dropped from the live table."""
+    r = RouteTable()
+    r.register("C", A, "broker-a", 0, "127.0.0.1:10912", epoch_wrapper(1), [], "ch-a", 0)
+    r.register("C", B, "broker-a", 2, "127.0.0.1:10922", epoch_wrapper(1), [], "ch-b", 0)
+    r.unregister("C", A, "broker-a", 0)                                      # A died
+    assert r.register("C", B, "broker-a", 0, "127.0.0.1:10922", epoch_wrapper(2), [], "ch-b", 1).masterAddr is None
+    assert r.brokers["broker-a"].brokerAddrs == {0: B}
+    result = r.register("C", A, "broker-a", 0, "127.0.0.1:10912", epoch_wrapper(1), [], "ch-a2", 2)
+    assert r.brokers["broker-a"].brokerAddrs == {0: B} and A not in r.live and result.masterAddr is None
+    # demoted, it registers its controller id and learns its master
+    result = r.register("C", A, "broker-a", 1, "127.0.0.1:10912", epoch_wrapper(2, counter=2), [], "ch-a2", 3)
+    assert r.brokers["broker-a"].brokerAddrs == {0: B, 1: A} and result.haServerAddr == "127.0.0.1:10922"
+    # a higher epoch does take id 0 (the old master re-elected later)
+    r.register("C", A, "broker-a", 0, "127.0.0.1:10912", epoch_wrapper(3, counter=3), [], "ch-a2", 4)
+    assert r.brokers["broker-a"].brokerAddrs == {0: A}
+
+
+def test_brokers_without_a_state_version_register_as_4_9_8():
+    r = RouteTable()
+    r.register("C", A, "broker-a", 0, "h", wrapper("TopicA"), [], "ch-a", 0)
+    r.register("C", B, "broker-a", 0, "h", wrapper("TopicA", counter=2), [], "ch-b", 0)      # last one wins
+    assert r.brokers["broker-a"].brokerAddrs == {0: B}
+    assert DataVersion.from_json({"counter": 1, "timestamp": 5}).to_json() == {"counter": 1, "timestamp": 5}
+    assert DataVersion.from_json({"counter": 1, "stateVersion": 3, "timestamp": 5}).stateVersion == 3

@@ -1,0 +1,181 @@
+"""`mqtool controller ...`: run a controller (RocketMQ 5 controller mode) and ask one."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mqtool.cli.errors import EXIT_USAGE, UsageError, err_console, register_lazy
+from mqtool.cli.output import console, emit_json, table
+from mqtool.cli.serve import parse_listen, run_until_signal, setup_logging
+
+app = typer.Typer(help="Run a controller (RocketMQ 5 controller mode) and ask it: leader, syncStateSets, elections.",
+                  no_args_is_help=True)
+register_lazy("mqtool.controller.config", "ControllerConfigError", EXIT_USAGE)
+
+ControllerOpt = Annotated[str, typer.Option(
+    "-a", "--controller", envvar="CONTROLLER_ADDR",
+    help="Controller address(es), HOST:PORT;HOST:PORT (the leader is found through the first that answers).")]
+JsonOpt = Annotated[bool, typer.Option("--json")]
+
+
+def run(addrs: str, fn):
+    import asyncio
+
+    from mqtool.client.controller import ControllerAdmin
+
+    async def go():
+        admin = ControllerAdmin(addrs)
+        try:
+            return await fn(admin)
+        finally:
+            await admin.close()
+    return asyncio.run(go())
+
+
+def read_props(config_file: Path | None) -> dict[str, str]:
+    if config_file is None:
+        return {}
+    from mqtool_remoting import javaprops
+    if not config_file.is_file():
+        raise UsageError(f"{config_file}: no such config file")
+    return javaprops.loads(config_file.read_text(encoding="utf-8"))
+
+
+def controller_config(props: dict[str, str], listen: tuple[str, int] | None, also_known: tuple[str, ...] = ()):
+    """The ControllerConfig of a properties file, its warnings printed; with --listen and no
+    controllerDLegerPeers, a one-node group at that address."""
+    from mqtool.controller.config import load
+    props = dict(props)
+    if listen is not None and "controllerDLegerPeers" not in props:
+        host = "127.0.0.1" if listen[0] in ("0.0.0.0", "::", "") else listen[0]
+        props["controllerDLegerPeers"] = f"n0-{host}:{listen[1]}"
+        props.setdefault("controllerDLegerSelfId", "n0")
+    config, notes = load(props, also_known)
+    for note in notes:
+        err_console.print(f"mqtool: warning: {note}", markup=False)
+    return config
+
+
+@app.command()
+def start(
+    config_file: Annotated[Optional[Path], typer.Option(
+        "-c", "--config", help="controller.conf (5.3.0 names: controllerDLegerGroup, controllerDLegerPeers, "
+                               "controllerDLegerSelfId, controllerStorePath, ...).")] = None,
+    listen: Annotated[Optional[str], typer.Option(
+        "--listen", "-l", help="HOST:PORT to answer on (default: this node's address in controllerDLegerPeers; "
+                               "alone, a one-node group there).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+) -> None:
+    """Start a controller (127.0.0.1:9878 by default); SIGINT/SIGTERM stop it."""
+    import asyncio
+    props = read_props(config_file)
+    where = parse_listen(listen) if listen else None
+    config = controller_config(props, where)
+    setup_logging(verbose)
+    from mqtool.controller.server import Controller
+    controller = Controller(config)
+
+    async def begin():
+        await controller.start(where)
+        logging.getLogger("mqtool.controller").info(
+            "The Controller boot success: %s of %s, listening on port %d, store %s",
+            config.controllerDLegerSelfId, config.controllerDLegerGroup, controller.port, config.store_path)
+
+    asyncio.run(run_until_signal(begin, controller.stop))
+
+
+@app.command()
+def status(controller: ControllerOpt = "127.0.0.1:9878", json_out: JsonOpt = False) -> None:
+    """The controller group, its leader and peers (mqadmin getControllerMetaData)."""
+    meta = run(controller, lambda a: a.metadata())
+    if json_out:
+        emit_json(meta.to_json())
+        return
+    console.print(f"group   {meta.group or '-'}")
+    console.print(f"leader  {meta.leader_id or '(none)'} {meta.leader_addr or ''}".rstrip())
+    t = table("peer", "address", "role")
+    for node, addr in meta.peers:
+        t.add_row(node, addr, "leader" if node == meta.leader_id else "follower")
+    console.print(t)
+
+
+@app.command("sync-state")
+def sync_state(
+    broker: Annotated[list[str], typer.Option("-b", "--broker", help="Broker set (brokerName); repeat for more.")],
+    controller: ControllerOpt = "127.0.0.1:9878",
+    json_out: JsonOpt = False,
+) -> None:
+    """Each broker set's master, epochs and syncStateSet, in and out (mqadmin getSyncStateSet)."""
+    info = run(controller, lambda a: a.sync_state_sets(broker))
+    if json_out:
+        for name, r in info.replicasInfoTable.items():
+            emit_json({"brokerName": name, **r.to_dict()})
+        return
+    t = table("broker", "master id", "master address", "master epoch", "set epoch", "id", "address", "in sync",
+              "alive")
+    for name, r in info.replicasInfoTable.items():
+        first = [name, str(r.masterBrokerId if r.masterBrokerId is not None else "(none)"), r.masterAddress or "-",
+                 str(r.masterEpoch), str(r.syncStateSetEpoch)]
+        rows = [(x, "yes") for x in r.inSyncReplicas] + [(x, "no") for x in r.notInSyncReplicas]
+        for i, (rep, ins) in enumerate(rows):
+            t.add_row(*(first if i == 0 else [""] * 5), str(rep.brokerId), rep.brokerAddress or "-", ins,
+                      "yes" if rep.alive else "no")
+        if not rows:
+            t.add_row(*first, "", "", "", "")
+    console.print(t)
+
+
+@app.command("config")
+def config_get(controller: ControllerOpt = "127.0.0.1:9878", json_out: JsonOpt = False) -> None:
+    """Every controller's config (mqadmin getControllerConfig); each listed address is asked."""
+    from mqtool.client.controller import split_addrs
+
+    async def each(admin):
+        return {a: await admin.config(a) for a in split_addrs(controller)}
+    configs = run(controller, each)
+    for addr, props in configs.items():
+        if json_out:
+            emit_json({"addr": addr, "config": props})
+            continue
+        console.print(f"============{addr}============")
+        for k, v in props.items():
+            console.print(f"{k:<50s}=  {v}", markup=False)
+
+
+@app.command("config-set")
+def config_set(
+    key: Annotated[str, typer.Option("-k", "--key", help="Config key.")],
+    value: Annotated[str, typer.Option("-v", "--value", help="New value.")],
+    controller: ControllerOpt = "127.0.0.1:9878",
+) -> None:
+    """Change one key on every listed controller, in memory (mqadmin updateControllerConfig)."""
+    from mqtool.client.controller import split_addrs
+
+    async def each(admin):
+        for a in split_addrs(controller):
+            await admin.update_config(a, {key: value})
+    run(controller, each)
+    console.print(f"update controller config success!{{{key}={value}}} {controller}", markup=False)
+
+
+@app.command("clean")
+def clean(
+    broker: Annotated[str, typer.Option("-b", "--broker", help="Broker set (brokerName).")],
+    ids: Annotated[Optional[str], typer.Option("--ids", help="Controller ids to clean, 1;2;3 (default: the whole "
+                                                             "set).")] = None,
+    cluster: Annotated[Optional[str], typer.Option("-c", "--cluster", help="Cluster name.")] = None,
+    living: Annotated[bool, typer.Option("-l", "--clean-living", help="Clean even brokers that are alive.")] = False,
+    controller: ControllerOpt = "127.0.0.1:9878",
+) -> None:
+    """Forget a broker set or some of its ids in the controller (mqadmin cleanBrokerMetadata)."""
+    id_list = None
+    if ids:
+        try:
+            id_list = [int(x) for x in ids.replace(",", ";").split(";") if x.strip()]
+        except ValueError:
+            raise UsageError(f"--ids must be numbers separated by ';', not {ids!r}") from None
+    run(controller, lambda a: a.clean_broker_metadata(cluster, broker, id_list, living))
+    console.print(f"clear broker {broker} metadata from controller success!", markup=False)
