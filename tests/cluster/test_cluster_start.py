@@ -180,3 +180,44 @@ def test_status_without_a_cluster_is_one_line(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         (f"mqtool: error: no cluster in {tmp_path} ({tmp_path / 'cluster.json'} does not exist): "
          "start one with `mqtool cluster start --store-dir DIR`")]
+
+
+def registered(store) -> dict[str, int | None]:
+    """Broker key -> the brokerId the name server routes its address as (cluster status --json)."""
+    status = json_lines(run_cli("cluster", "status", "--store-dir", str(store), "--json").stdout)[0]
+    return {p["key"]: p["registered_id"] for p in status["processes"] if p["role"] == "replica"}
+
+
+@pytest.mark.slow
+def test_two_replicas_elect_a_master_and_fail_over_after_a_sigkill(tmp_path):
+    """--replicas 2: the controller embedded in the name server elects a master; its SIGKILL makes the
+    other replica the master, and the killed one, started again by the supervisor, rejoins as a slave."""
+    ns = f"127.0.0.1:{free_port()}"
+    store = tmp_path / "cluster"
+    cluster = Supervised("--groups", "1", "--replicas", "2", "--namesrv", ns, "--base-port",
+                         str(free_base_port(2)), "--store-dir", str(store))
+    pids: list[int] = []
+    try:
+        wait_until("the cluster's table", lambda: cluster.saw("Running.") or cluster.proc.poll() is not None, 120)
+        assert cluster.proc.poll() is None, "".join(cluster.err)
+        def master_and_slave():
+            ids = registered(store)
+            found = sorted(v for v in ids.values() if v is not None)
+            return ids if len(found) == 2 and found[0] == 0 < found[1] else None
+        ids = wait_until("a master and a slave", master_and_slave, 60, every=0.5)
+        master = next(k for k, v in ids.items() if v == 0)
+        other = next(k for k in ids if k != master)
+        status = json_lines(run_cli("cluster", "status", "--store-dir", str(store), "--json").stdout)[0]
+        pids = [p["pid"] for p in status["processes"]]
+        os.kill(next(p["pid"] for p in status["processes"] if p["key"] == master), signal.SIGKILL)
+        wait_until("the other replica routed as the master", lambda: registered(store).get(other) == 0, 60, every=0.5)
+        wait_until("the killed one back, as a slave", lambda: (registered(store).get(master) or 0) > 0, 90, every=0.5)
+        status = json_lines(run_cli("cluster", "status", "--store-dir", str(store), "--json").stdout)[0]
+        pids += [p["pid"] for p in status["processes"]]
+        cluster.proc.send_signal(signal.SIGINT)
+        assert cluster.proc.wait(90) == 0, "".join(cluster.err)
+    finally:
+        cluster.kill()
+    assert not [p for p in pids if pid_alive(p)]
+    for name in ("broker-a-0", "broker-a-1"):
+        assert not (store / name / "store" / "abort").exists(), name
