@@ -339,6 +339,7 @@ def _wire() -> None:
     """Hang the admin and operator commands on their groups (done once, when ops is imported)."""
     from mqtool.cli import admin
     from mqtool.cli import broker as broker_cli
+    from mqtool.cli import localcluster
     from mqtool.cli import namesrv as namesrv_cli
     from mqtool.cli import trace as trace_cli
     b, n = broker_cli.app, namesrv_cli.app
@@ -360,6 +361,8 @@ def _wire() -> None:
     admin.message_app.command("trace")(trace_cli.message_trace)
     admin.topic_app.command("clusters")(topic_clusters)
     admin.cluster_app.command("stats")(stats_all)
+    admin.cluster_app.command("start")(localcluster.cluster_start)
+    admin.cluster_app.command("status")(localcluster.cluster_status)
     admin.producer_app.command("list")(producer_list)
 
 
