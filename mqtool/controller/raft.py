@@ -19,7 +19,7 @@ from typing import Callable
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
 from mqtool.controller.config import RAFT_PORT_OFFSET
-from mqtool.controller.state import ReplicasInfoManager, decode_events, encode_events
+from mqtool.controller.state import ReplicasInfoManager, decode_entry, encode_events
 from mqtool_remoting.transport import parse_addr
 
 log = logging.getLogger("mqtool.controller")
@@ -45,8 +45,10 @@ class _State(SyncObjConsumer):
 
     @replicated
     def apply_events(self, text: str) -> bool:
-        events = decode_events(text)
+        guard, events = decode_entry(text)
         with self.lock:
+            if not self.manager.guard_holds(guard):
+                return False
             for e in events:
                 self.manager.apply(e)
         return True
@@ -122,13 +124,14 @@ class RaftNode:
             if self.on_role:
                 self.on_role(ready)
 
-    async def append(self, events: list) -> None:
-        """Replicate `events`; return once they are committed and applied here."""
+    async def append(self, events: list, guard: dict | None = None) -> None:
+        """Replicate `events`; return once they are committed and applied here. `guard`: the
+        fingerprints of the sets they were computed from (ReplicasInfoManager.guard)."""
         fut = self.loop.create_future()
 
         def done(result, error):                                # pysyncobj's thread
-            self.loop.call_soon_threadsafe(_settle, fut, error)
-        self.state.apply_events(encode_events(events), callback=done)
+            self.loop.call_soon_threadsafe(_settle, fut, result, error)
+        self.state.apply_events(encode_events(events, guard), callback=done)
         try:
             async with asyncio.timeout(COMMIT_WAIT_S):
                 await fut
@@ -139,10 +142,12 @@ class RaftNode:
         self.node.destroy_synchronous()
 
 
-def _settle(fut: asyncio.Future, error) -> None:
+def _settle(fut: asyncio.Future, applied, error) -> None:
     if fut.done():
         return
-    if error == FAIL_REASON.SUCCESS:
+    if error == FAIL_REASON.SUCCESS and applied is False:
+        fut.set_exception(CommitError("the state changed before the entry committed (a leader change)"))
+    elif error == FAIL_REASON.SUCCESS:
         fut.set_result(None)
     else:
         fut.set_exception(CommitError(f"raft append failed ({_FAIL_NAMES.get(error, error)})"))

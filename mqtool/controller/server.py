@@ -122,9 +122,10 @@ class Controller:
                 return Result(ResponseCode.CONTROLLER_NOT_LEADER, remark=NOT_LEADER)
             with self.raft.lock:
                 result = compute()
+                guard = self.manager.guard(result.events)
             if result.events:
                 try:
-                    await self.raft.append(result.events)
+                    await self.raft.append(result.events, guard)
                 except CommitError as exc:
                     return Result(ResponseCode.SYSTEM_ERROR, remark=str(exc))
             return result
