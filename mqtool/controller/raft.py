@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, SyncObjException, replicated
 
 from mqtool.controller.config import RAFT_PORT_OFFSET
 from mqtool.controller.state import ReplicasInfoManager, decode_entry, encode_events
@@ -24,11 +24,16 @@ from mqtool_remoting.transport import parse_addr
 
 log = logging.getLogger("mqtool.controller")
 COMMIT_WAIT_S = 5.0        # DLedgerController's wait for an append to commit
+BIND_RETRIES = 4           # 0.5 s apart
 
 
 def raft_addr(peer_addr: str) -> str:
     host, port = parse_addr(peer_addr)
     return f"{host}:{port + RAFT_PORT_OFFSET}"
+
+
+class RaftBindError(OSError):
+    """The Raft port (peer port + 1) could not be bound."""
 
 
 class CommitError(Exception):
@@ -81,9 +86,19 @@ class RaftNode:
                            fullDumpFile=str(store_path / f"raft-{tag}.dump"),
                            useFork=False, commandsWaitLeader=False, dynamicMembershipChange=False,
                            raftMinTimeout=0.4, raftMaxTimeout=1.4, connectionRetryTime=1.0,
-                           onStateChanged=self._state_changed)
+                           maxBindRetries=BIND_RETRIES, bindRetryTime=0.5, onStateChanged=self._state_changed)
         self.state = _State(self.lock)
+        self.me = me
         self.node = SyncObj(me, others, conf=conf, consumers=[self.state])
+
+    def wait_bound(self) -> None:
+        """Blocks until the Raft port is bound; RaftBindError after BIND_RETRIES tries."""
+        try:
+            self.node.waitBinded()
+        except SyncObjException:
+            self.node.destroy_synchronous()
+            raise RaftBindError(f"cannot listen on {self.me} (the controller's Raft port: its peer port + "
+                                f"{RAFT_PORT_OFFSET}): address in use or not local") from None
 
     @property
     def manager(self) -> ReplicasInfoManager:
