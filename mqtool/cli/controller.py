@@ -7,13 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from mqtool.cli.errors import EXIT_USAGE, UsageError, err_console, register_lazy
+from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, UsageError, err_console, register_lazy
 from mqtool.cli.output import console, emit_json, table
 from mqtool.cli.serve import parse_listen, run_until_signal, setup_logging
 
 app = typer.Typer(help="Run a controller (RocketMQ 5 controller mode) and ask it: leader, syncStateSets, elections.",
                   no_args_is_help=True)
 register_lazy("mqtool.controller.config", "ControllerConfigError", EXIT_USAGE)
+register_lazy("mqtool.controller.raft", "RaftBindError", EXIT_PROBLEMS)
 
 ControllerOpt = Annotated[str, typer.Option(
     "-a", "--controller", envvar="CONTROLLER_ADDR",

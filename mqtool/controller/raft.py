@@ -16,19 +16,24 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, SyncObjException, replicated
 
 from mqtool.controller.config import RAFT_PORT_OFFSET
-from mqtool.controller.state import ReplicasInfoManager, decode_events, encode_events
+from mqtool.controller.state import ReplicasInfoManager, decode_entry, encode_events
 from mqtool_remoting.transport import parse_addr
 
 log = logging.getLogger("mqtool.controller")
 COMMIT_WAIT_S = 5.0        # DLedgerController's wait for an append to commit
+BIND_RETRIES = 4           # 0.5 s apart
 
 
 def raft_addr(peer_addr: str) -> str:
     host, port = parse_addr(peer_addr)
     return f"{host}:{port + RAFT_PORT_OFFSET}"
+
+
+class RaftBindError(OSError):
+    """The Raft port (peer port + 1) could not be bound."""
 
 
 class CommitError(Exception):
@@ -45,8 +50,10 @@ class _State(SyncObjConsumer):
 
     @replicated
     def apply_events(self, text: str) -> bool:
-        events = decode_events(text)
+        guard, events = decode_entry(text)
         with self.lock:
+            if not self.manager.guard_holds(guard):
+                return False
             for e in events:
                 self.manager.apply(e)
         return True
@@ -79,9 +86,19 @@ class RaftNode:
                            fullDumpFile=str(store_path / f"raft-{tag}.dump"),
                            useFork=False, commandsWaitLeader=False, dynamicMembershipChange=False,
                            raftMinTimeout=0.4, raftMaxTimeout=1.4, connectionRetryTime=1.0,
-                           onStateChanged=self._state_changed)
+                           maxBindRetries=BIND_RETRIES, bindRetryTime=0.5, onStateChanged=self._state_changed)
         self.state = _State(self.lock)
+        self.me = me
         self.node = SyncObj(me, others, conf=conf, consumers=[self.state])
+
+    def wait_bound(self) -> None:
+        """Blocks until the Raft port is bound; RaftBindError after BIND_RETRIES tries."""
+        try:
+            self.node.waitBinded()
+        except SyncObjException:
+            self.node.destroy_synchronous()
+            raise RaftBindError(f"cannot listen on {self.me} (the controller's Raft port: its peer port + "
+                                f"{RAFT_PORT_OFFSET}): address in use or not local") from None
 
     @property
     def manager(self) -> ReplicasInfoManager:
@@ -122,13 +139,14 @@ class RaftNode:
             if self.on_role:
                 self.on_role(ready)
 
-    async def append(self, events: list) -> None:
-        """Replicate `events`; return once they are committed and applied here."""
+    async def append(self, events: list, guard: dict | None = None) -> None:
+        """Replicate `events`; return once they are committed and applied here. `guard`: the
+        fingerprints of the sets they were computed from (ReplicasInfoManager.guard)."""
         fut = self.loop.create_future()
 
         def done(result, error):                                # pysyncobj's thread
-            self.loop.call_soon_threadsafe(_settle, fut, error)
-        self.state.apply_events(encode_events(events), callback=done)
+            self.loop.call_soon_threadsafe(_settle, fut, result, error)
+        self.state.apply_events(encode_events(events, guard), callback=done)
         try:
             async with asyncio.timeout(COMMIT_WAIT_S):
                 await fut
@@ -139,10 +157,12 @@ class RaftNode:
         self.node.destroy_synchronous()
 
 
-def _settle(fut: asyncio.Future, error) -> None:
+def _settle(fut: asyncio.Future, applied, error) -> None:
     if fut.done():
         return
-    if error == FAIL_REASON.SUCCESS:
+    if error == FAIL_REASON.SUCCESS and applied is False:
+        fut.set_exception(CommitError("the state changed before the entry committed (a leader change)"))
+    elif error == FAIL_REASON.SUCCESS:
         fut.set_result(None)
     else:
         fut.set_exception(CommitError(f"raft append failed ({_FAIL_NAMES.get(error, error)})"))

@@ -14,7 +14,7 @@ import logging
 from mqtool.common.controllerbodies import ElectMasterResponseBody, SyncStateSet
 from mqtool.controller.config import CONFIG_BLACK_LIST, ControllerConfig, ControllerConfigError
 from mqtool.controller.liveness import LivenessTable, wall_ms
-from mqtool.controller.raft import CommitError, RaftNode
+from mqtool.controller.raft import CommitError, RaftBindError, RaftNode
 from mqtool.controller.state import Result
 from mqtool_remoting import javaprops, jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode, code_name
@@ -57,8 +57,14 @@ class Controller:
     async def start(self, listen: tuple[str, int] | None = None) -> "Controller":
         host, port = listen or parse_addr(self.config.self_addr)
         await self.server.start(host, port)
-        self.raft = RaftNode(self.config.controllerDLegerSelfId, self.peers, self.config.store_path,
-                             asyncio.get_running_loop(), self._role_changed)
+        raft = RaftNode(self.config.controllerDLegerSelfId, self.peers, self.config.store_path,
+                        asyncio.get_running_loop(), self._role_changed)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, raft.wait_bound)
+        except RaftBindError:
+            await self.server.stop()
+            raise
+        self.raft = raft
         loop = asyncio.get_running_loop()
         self._loops = [loop.create_task(self._every(self.config.scanNotActiveBrokerInterval, self.scan_not_active)),
                        loop.create_task(self._every(self.config.scanInactiveMasterInterval, self.scan_inactive_masters))]
@@ -122,9 +128,10 @@ class Controller:
                 return Result(ResponseCode.CONTROLLER_NOT_LEADER, remark=NOT_LEADER)
             with self.raft.lock:
                 result = compute()
+                guard = self.manager.guard(result.events)
             if result.events:
                 try:
-                    await self.raft.append(result.events)
+                    await self.raft.append(result.events, guard)
                 except CommitError as exc:
                     return Result(ResponseCode.SYSTEM_ERROR, remark=str(exc))
             return result

@@ -99,18 +99,26 @@ EVENT_TYPES = {c.TYPE: c for c in (AlterSyncStateSetEvent, ApplyBrokerIdEvent, E
 _SETS = ("newSyncStateSet", "brokerIdSetToClean")
 
 
-def encode_events(events) -> str:
-    """Events as the text a raft entry carries: a JSON list of {"type": id, field: value...}."""
+def encode_events(events, guard: dict | None = None) -> str:
+    """Events as the text a raft entry carries: {"guard": {brokerName: fingerprint}, "events":
+    [{"type": id, field: value...}, ...]}."""
     out = []
     for e in events:
         d = {k: (sorted(v) if k in _SETS and v is not None else v) for k, v in asdict(e).items()}
         out.append({"type": e.TYPE, **d})
-    return json.dumps(out, separators=(",", ":"))
+    return json.dumps({"guard": guard or {}, "events": out}, separators=(",", ":"))
 
 
-def decode_events(text: str) -> list:
+def decode_entry(text: str) -> tuple[dict, list]:
+    """(guard, events) of a raft entry's text."""
+    entry = json.loads(text)
+    return entry.get("guard") or {}, decode_events(entry["events"])
+
+
+def decode_events(items: list) -> list:
     events = []
-    for d in json.loads(text):
+    for d in items:
+        d = dict(d)
         cls = EVENT_TYPES[d.pop("type")]
         for k in _SETS:
             if d.get(k) is not None:
@@ -172,6 +180,21 @@ class ReplicasInfoManager:
 
     def contains(self, name: str | None) -> bool:
         return name in self.replicas and name in self.sync
+
+    def fingerprint(self, name: str) -> list | None:
+        """What a request's answer about set `name` was computed from. A raft entry carries it and
+        applies only if it still holds (`guard_holds`): events computed by a leader that lost its
+        term, and forwarded by pysyncobj to the new one, are refused rather than applied on a state
+        they were not made for."""
+        info, s = self.replicas.get(name), self.sync.get(name)
+        return [info.nextAssignBrokerId if info else None, len(info.brokerIdInfo) if info else None,
+                s.masterBrokerId if s else None, s.masterEpoch if s else None, s.syncStateSetEpoch if s else None]
+
+    def guard(self, events) -> dict[str, list | None]:
+        return {e.brokerName: self.fingerprint(e.brokerName) for e in events}
+
+    def guard_holds(self, guard: dict[str, list | None]) -> bool:
+        return all(self.fingerprint(name) == list(fp) for name, fp in guard.items())
 
     # -- apply (raft log order) --
 

@@ -165,6 +165,24 @@ def test_bad_peers_are_a_usage_error(tmp_path):
     assert "controllerDLegerSelfId 'n5' is not one of controllerDLegerPeers' ids (n0)" in out.stderr
 
 
+def test_a_raft_port_in_use_is_one_line(tmp_path):
+    import socket
+    port = free_port_pair()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port + 1))
+        taken.listen()
+        out = cli("controller", "start", "--listen", f"127.0.0.1:{port}", "-c", str(_store_conf(tmp_path)))
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.splitlines()[-1] == (f"mqtool: error: cannot listen on 127.0.0.1:{port + 1} (the controller's "
+                                           "Raft port: its peer port + 1): address in use or not local")
+
+
+def _store_conf(tmp_path):
+    conf = tmp_path / "store.conf"
+    conf.write_text(f"controllerStorePath={tmp_path / 'store'}\n")
+    return conf
+
+
 @pytest.mark.slow
 def test_a_name_server_with_enable_controller_in_namesrv(tmp_path):
     ns_port, ctl_port = free_port(), free_port_pair()

@@ -217,6 +217,33 @@ def test_a_paused_master_is_replaced_after_its_heartbeat_timeout(tmp_path):
     asyncio.run(go())
 
 
+def test_the_leader_scan_elects_for_a_set_whose_master_is_dead_and_a_member_alive(tmp_path):
+    """scanInactiveMaster alone (the expiry scan is off here): the master's entry timed out but was
+    never removed, so no inactive-broker event fired."""
+    async def go():
+        ctl = await one_node(tmp_path, scanNotActiveBrokerInterval=600_000, scanInactiveMasterInterval=100)
+        b1, b2 = await FakeBroker().start(ctl.port), await FakeBroker().start(ctl.port)
+        try:
+            await b1.join()
+            await b1.call(Q.CONTROLLER_ELECT_MASTER, {"clusterName": C, "brokerName": A, "brokerId": 1})
+            await b2.join()
+            await b1.call(Q.CONTROLLER_ALTER_SYNC_STATE_SET, {"brokerName": A, "masterBrokerId": 1, "masterEpoch": 1},
+                          SyncStateSet(frozenset({1, 2}), 1).to_json())
+            await b1.heartbeat(heartbeatTimeoutMills=200)
+            started = time.monotonic()
+            while not b2.received:
+                await b2.heartbeat(heartbeatTimeoutMills=5000)
+                await asyncio.sleep(0.05)
+                assert time.monotonic() - started < 10, "the leader's scan never elected"
+            assert b2.received[0].ext_fields["masterBrokerId"] == "2"
+            assert ctl.live.info(C, A, 1) is not None           # still in the table: the scan, not the expiry
+        finally:
+            await b1.close()
+            await b2.close()
+            await ctl.stop()
+    asyncio.run(go())
+
+
 def test_a_one_node_group_keeps_its_decisions_across_a_restart(tmp_path):
     async def go():
         port = free_port_pair()

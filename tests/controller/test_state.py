@@ -6,7 +6,7 @@ import pytest
 from mqtool.common.controllerbodies import ElectMasterResponseBody, SyncStateSet
 from mqtool.controller.liveness import LivenessTable
 from mqtool.controller.state import (AlterSyncStateSetEvent, ApplyBrokerIdEvent, CleanBrokerDataEvent,
-                                     ElectMasterEvent, ReplicasInfoManager, UpdateBrokerAddressEvent, decode_events,
+                                     ElectMasterEvent, ReplicasInfoManager, UpdateBrokerAddressEvent, decode_entry,
                                      encode_events)
 from mqtool_remoting.codes import ResponseCode as R
 from mqtool_remoting.controllerheaders import (AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader,
@@ -235,7 +235,7 @@ def test_events_travel_as_text_and_the_state_survives_a_snapshot(live):
     events = [ApplyBrokerIdEvent(C, A, addr(3), 3, "x"), ElectMasterEvent(False, A),
               AlterSyncStateSetEvent(A, frozenset({1, 2})), CleanBrokerDataEvent(A, None),
               CleanBrokerDataEvent(A, frozenset({2})), UpdateBrokerAddressEvent(C, A, addr(7), 1)]
-    assert decode_events(encode_events(events)) == events
+    assert decode_entry(encode_events(events)) == ({}, events)
     copy = ReplicasInfoManager.restore(m.snapshot())
     assert copy.snapshot() == m.snapshot()
     assert copy.replicas[A].brokerIdInfo == m.replicas[A].brokerIdInfo and copy.sync[A] == m.sync[A]
@@ -255,3 +255,18 @@ def test_liveness_takes_newer_figures_only_and_expires(live, clock):
     chan = object()
     live.heartbeat(C, A, 2, addr(2), channel=chan)
     assert [i.brokerId for i in live.channel_closed(chan)] == [2] and not live.table
+
+
+def test_an_entry_applies_only_on_the_state_it_was_computed_from(live):
+    """Two leaders' elections computed on the same state: the second to commit is refused."""
+    m = registered(2, live)
+    elect(m, live, 1)
+    run(m, m.alter_sync_state_set(AlterSyncStateSetRequestHeader(A, 1, 1), SyncStateSet(frozenset({1, 2}), 1), live))
+    to_2 = m.elect_master(ElectMasterRequestHeader(C, A, 2, True), live, False)
+    guard_2 = m.guard(to_2.events)
+    to_1 = m.elect_master(ElectMasterRequestHeader(C, A, 2, True), live, False)
+    guard_1, _ = decode_entry(encode_events(to_1.events, m.guard(to_1.events)))
+    assert m.guard_holds(guard_2)
+    run(m, to_2)
+    assert not m.guard_holds(guard_1)                        # the state moved on: refuse, do not apply
+    assert m.guard_holds({})                                 # a leader's empty first entry always applies
