@@ -63,28 +63,34 @@ def last_nonzero_in(buf, ranges: list[tuple[int, int]], start: int, end: int) ->
     return -1
 
 
-def classify_end(buf, pos: int, end: int, detail: str = "") -> FileEnd:
-    """Why a walk stopped at `pos`: clean end (full, blank, zeros) or corruption."""
+def _last_nonzero(buf, start: int, end: int, ranges) -> int:
+    return last_nonzero(buf, start, end) if ranges is None else last_nonzero_in(buf, ranges, start, end)
+
+
+def classify_end(buf, pos: int, end: int, detail: str = "", ranges=None) -> FileEnd:
+    """Why a walk stopped at `pos`: clean end (full, blank, zeros) or corruption. `ranges`: the
+    file's data ranges (ReadOnlyMap.data_ranges), when known: the holes between them read as
+    zeros and are not scanned."""
     if pos >= end:
         return FileEnd(pos, "full")
     if pos + 8 <= end:
         size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
         if magic == BLANK_MAGIC and 8 <= size <= end - pos:
             return FileEnd(pos, "blank")
-    tail = last_nonzero(buf, pos, end)
+    tail = _last_nonzero(buf, pos, end, ranges)
     if tail < 0:
         return FileEnd(pos, "unwritten")
     return FileEnd(pos, "corrupt", detail or "bad record", tail - pos + 1)
 
 
-def walk(buf, start: int = 0, end: int | None = None) -> tuple[list[int], FileEnd]:
+def walk(buf, start: int = 0, end: int | None = None, ranges=None) -> tuple[list[int], FileEnd]:
     """Positions of consecutive records from `start`, hopping TOTALSIZE to TOTALSIZE.
 
     Only sizes are checked here; `header_table` checks every magic code and every size against
     its length fields (vectorised) and cuts the list at the first bad one. The FileEnd is where
     the hops stopped. Same answer as `walk_loop`, found with numpy (`walk_array`).
     """
-    positions, file_end = walk_array(buf, start, end)
+    positions, file_end = walk_array(buf, start, end, ranges=ranges)
     return positions.tolist(), file_end
 
 
@@ -116,37 +122,51 @@ _MAGIC_BYTES = struct.pack(">i", MESSAGE_MAGIC)
 _SEARCH_CHUNK = 4 << 20
 
 
-def _magic_candidates(arr: np.ndarray, start: int, limit: int, pool=None) -> np.ndarray:
-    """Every p in [start, limit] with MESSAGE_MAGIC at p+4 (true record starts and any look-alikes);
-    the search's chunks on a thread `pool`'s threads when given."""
-    b0, b1, b2, b3 = _MAGIC_BYTES
+def _magic_spans(start: int, limit: int, ranges) -> list[tuple[int, int]]:
+    """The [lo, hi) spans of record starts p in [start, limit] to search, in _SEARCH_CHUNK pieces:
+    all of them, or (given the file's data ranges) those whose magic code p+4..p+7 lies in data;
+    a magic code has no zero byte, so none lies in a hole."""
+    spans = [(start, limit + 1)] if ranges is None else [
+        (max(start, lo - 4), min(limit + 1, hi - 7)) for lo, hi in ranges]
+    return [(lo, min(b, lo + _SEARCH_CHUNK)) for a, b in spans for lo in range(a, b, _SEARCH_CHUNK)]
 
-    def search(lo):
-        hi = min(limit + 1, lo + _SEARCH_CHUNK)
-        idx = np.flatnonzero(arr[lo + 4:hi + 4] == b0)
-        idx += lo
-        return idx[(arr[idx + 5] == b1) & (arr[idx + 6] == b2) & (arr[idx + 7] == b3)]
-    starts = range(start, limit + 1, _SEARCH_CHUNK)
-    out = list(pool.map(search, starts) if pool else map(search, starts))
+
+def _find_magic(arr: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Every p in [lo, hi) with MESSAGE_MAGIC at p+4."""
+    b0, b1, b2, b3 = _MAGIC_BYTES
+    idx = np.flatnonzero(arr[lo + 4:hi + 4] == b0)
+    idx += lo
+    return idx[(arr[idx + 5] == b1) & (arr[idx + 6] == b2) & (arr[idx + 7] == b3)]
+
+
+def _magic_candidates(arr: np.ndarray, start: int, limit: int, pool=None, ranges=None) -> np.ndarray:
+    """Every p in [start, limit] with MESSAGE_MAGIC at p+4 (true record starts and any look-alikes);
+    the search's chunks on a thread `pool`'s threads when given; only the data `ranges` when given."""
+    spans = _magic_spans(start, limit, ranges)
+    search = lambda span: _find_magic(arr, *span)  # noqa: E731
+    out = list(pool.map(search, spans) if pool else map(search, spans))
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
-def walk_array(buf, start: int = 0, end: int | None = None, pool=None) -> tuple[np.ndarray, FileEnd]:
+def walk_array(buf, start: int = 0, end: int | None = None, pool=None,
+               ranges=None) -> tuple[np.ndarray, FileEnd]:
     """`walk_loop`'s answer as an int64 array, found mostly without a Python loop.
 
     Record starts are searched for by their magic code; wherever the hop chain (p + TOTALSIZE)
     runs through those candidates it is checked in one vector comparison. A hop that lands off
     the candidates (a V2 magic code, a damaged record) continues with the Python loop, and a
     look-alike inside a body is skipped because no hop lands on it, so the answer is always
-    the loop's. With a thread `pool` the magic search runs on its threads.
+    the loop's. With a thread `pool` the magic search runs on its threads. With the file's data
+    `ranges` the holes are neither searched nor scanned for stray bytes: a 1 GiB file holding a
+    few records costs those records.
     """
     if end is None:
         end = len(buf)
     limit = end - MSG_FIXED_SIZE_V4
     if start > limit:
-        return np.zeros(0, np.int64), classify_end(buf, start, end)
+        return np.zeros(0, np.int64), classify_end(buf, start, end, ranges=ranges)
     arr = np.frombuffer(buf, dtype=np.uint8)
-    cand = _magic_candidates(arr, start, limit, pool)
+    cand = _magic_candidates(arr, start, limit, pool, ranges)
     sizes = _every_offset(buf, "S4")[cand].view(">i4").astype(np.int64) if cand.size else cand
     nxt = cand + sizes
     size_ok = (sizes >= MSG_FIXED_SIZE_V4) & (sizes <= end - cand)
@@ -169,7 +189,7 @@ def walk_array(buf, start: int = 0, end: int | None = None, pool=None) -> tuple[
         segments.append(cand[i:b + 1])
         pos = int(nxt[b])
     positions = np.concatenate(segments) if len(segments) > 1 else segments[0]
-    return positions, classify_end(buf, pos, end)
+    return positions, classify_end(buf, pos, end, ranges=ranges)
 
 
 _SIZE = struct.Struct(">i")
@@ -269,12 +289,13 @@ _TABLE_CHUNK = 1 << 16   # records per header_table call: its arrays stay in cac
 class HeaderScan:
     """Header-only scan of one file, chunk by chunk: iterating yields header tables of
     consecutive valid records (at most _TABLE_CHUNK each); `.end` is then where the valid
-    records end and why."""
+    records end and why. `ranges`: the file's data ranges, when known (see walk_array)."""
 
-    def __init__(self, buf, end: int | None = None, chunk: int | None = None):
+    def __init__(self, buf, end: int | None = None, chunk: int | None = None, ranges=None):
         self.buf = buf
         self.limit = len(buf) if end is None else end
         self.chunk = chunk or _TABLE_CHUNK
+        self.ranges = ranges
         self.end: FileEnd | None = None
 
     def __iter__(self):
@@ -285,7 +306,7 @@ class HeaderScan:
         `fn` is None). With a thread `pool` the magic search, the chunks' tables and `fn` run on
         its threads, every chunk at once: keep `fn`'s answers small. `.end` is set at the end."""
         buf, end = self.buf, self.limit
-        positions, file_end = walk_array(buf, 0, end, pool)
+        positions, file_end = walk_array(buf, 0, end, pool, self.ranges)
         parts = [positions[lo:lo + self.chunk] for lo in range(0, len(positions), self.chunk)]
 
         def one(part):
@@ -299,28 +320,28 @@ class HeaderScan:
             if n_valid < len(part):
                 if n_valid:
                     yield out
-                file_end = _bad_record_end(buf, int(part[n_valid]), magic, end)
+                file_end = _bad_record_end(buf, int(part[n_valid]), magic, end, self.ranges)
                 break
             yield out
         self.end = file_end
 
 
-def _bad_record_end(buf, stop: int, magic: int, end: int) -> FileEnd:
+def _bad_record_end(buf, stop: int, magic: int, end: int, ranges=None) -> FileEnd:
     """Where a file ends when the header checks refuse the record at `stop`."""
-    file_end = classify_end(buf, stop, end)
+    file_end = classify_end(buf, stop, end, ranges=ranges)
     if magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
         try:
             decode_record(buf, stop, end)
             detail = "record size does not match its fields"
         except FormatError as exc:
             detail = exc.message
-        file_end = FileEnd(stop, "corrupt", detail, max(1, last_nonzero(buf, stop, end) - stop + 1))
+        file_end = FileEnd(stop, "corrupt", detail, max(1, _last_nonzero(buf, stop, end, ranges) - stop + 1))
     return file_end
 
 
-def scan_file(buf, end: int | None = None):
+def scan_file(buf, end: int | None = None, ranges=None):
     """Header-only scan of one file: (table, FileEnd), the table cut at the first bad record."""
-    scan = HeaderScan(buf, end)
+    scan = HeaderScan(buf, end, ranges=ranges)
     tables = list(scan)
     if not tables:
         table = {k: v[:0] for k, v in header_table(buf, np.zeros(0, np.int64), end)[0].items()}
@@ -334,11 +355,12 @@ def scan_file(buf, end: int | None = None):
 class RecordIterator:
     """Full decode of consecutive records of one file; `.end` is set when iteration finishes."""
 
-    def __init__(self, buf, start: int = 0, end: int | None = None, check_crc: bool = False):
+    def __init__(self, buf, start: int = 0, end: int | None = None, check_crc: bool = False, ranges=None):
         self.buf = buf
         self.start = start
         self.limit = len(buf) if end is None else end
         self.check_crc = check_crc
+        self.ranges = ranges
         self.end: FileEnd | None = None
 
     def __iter__(self) -> Iterator[tuple[int, MessageRecord]]:
@@ -352,15 +374,15 @@ class RecordIterator:
                 break
             yield pos, rec
             pos += rec.total_size
-        self.end = decode_end(buf, pos, limit, detail)
+        self.end = decode_end(buf, pos, limit, detail, self.ranges)
 
 
-def decode_end(buf, pos: int, limit: int, detail: str = "") -> FileEnd:
+def decode_end(buf, pos: int, limit: int, detail: str = "", ranges=None) -> FileEnd:
     """Where and why a record-by-record decode that stopped at `pos` ended (`detail`: the
     FormatError message of the record it could not decode, if any)."""
-    end = classify_end(buf, pos, limit)
+    end = classify_end(buf, pos, limit, ranges=ranges)
     if detail and pos + 8 <= limit and _SIZE_MAGIC.unpack_from(buf, pos)[1] in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
-        end = FileEnd(pos, "corrupt", detail, max(1, last_nonzero(buf, pos, limit) - pos + 1))
+        end = FileEnd(pos, "corrupt", detail, max(1, _last_nonzero(buf, pos, limit, ranges) - pos + 1))
     elif end.reason == "corrupt":
         end = FileEnd(pos, "corrupt", detail or end.detail, end.invalid_bytes)
     return end

@@ -1,7 +1,9 @@
 """Offset message ids: store host IP + port + commitlog offset, as uppercase hex.
 
 MessageDecoder.createMessageId / decodeMessageId. 32 hex chars for an IPv4 store host,
-56 for IPv6.
+56 for IPv6. A unique key (UNIQ_KEY, MessageClientIDSetter: IP, pid(2), class loader hash(4),
+ms since the month began(4), counter(2); the msgId a producer prints) has as many hex chars:
+read as an offset id its "port" is pid << 16 | hash >> 16, past 65535 unless pid % 65536 is 0.
 """
 import ipaddress
 import struct
@@ -27,3 +29,15 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
     ip_len = len(raw) - 12
     port, offset = struct.unpack(">iq", raw[ip_len:])
     return str(ipaddress.ip_address(raw[:ip_len])), port, offset
+
+
+def offset_id_fields(msg_id: str) -> tuple[str, int, int] | None:
+    """decode_offset_msg_id's answer for an id that can be an offset id (its port 1..65535, its
+    offset not negative), None for any other id: a unique key, or a key of another client's
+    making. mqadmin tries every id at its decoded address and falls back on the unique key
+    look-up; this tells the two apart before anything is asked."""
+    try:
+        ip, port, offset = decode_offset_msg_id(msg_id)
+    except FormatError:
+        return None
+    return (ip, port, offset) if 0 < port <= 0xFFFF and offset >= 0 else None

@@ -1,4 +1,5 @@
-"""Finding messages offline: by key through the index files, by offset msgId, by commitlog offset."""
+"""Finding messages offline: by key through the index files, by msgId (an offset id read directly, a
+unique key through the index), by commitlog offset."""
 from __future__ import annotations
 
 import struct
@@ -7,11 +8,11 @@ from pathlib import Path
 
 from .codes import DEFAULT_MAX_MSGS_NUM_BATCH
 from .commitlog import MessageRecord
-from .errors import StoreError
+from .errors import FormatError, NotFoundError, StoreError
 from .indexfile import IndexFile
 from .layout import StorePaths, is_index_file_name
 from .mappedfiles import ReadOnlyMap
-from .msgid import decode_offset_msg_id
+from .msgid import offset_id_fields
 from .reader import CommitLogReader
 
 
@@ -80,10 +81,54 @@ def query_by_key(root, topic: str, key: str, begin: int = 0, end: int = 2**63 - 
 
 def query_by_offset(root, offset: int) -> MessageRecord:
     with CommitLogReader(StorePaths.of(root).commitlog) as reader:
+        return record_at(reader, offset)
+
+
+def record_at(reader: CommitLogReader, offset: int) -> MessageRecord:
+    """The record that starts at `offset`; an offset inside a record (or past the records) is
+    said as such, not as the bytes found there."""
+    try:
         return reader.read(offset)
+    except FormatError:
+        raise FormatError(f"no record starts at commitlog offset {offset}", path=reader.directory) from None
 
 
-def query_by_msg_id(root, msg_id: str) -> tuple[MessageRecord, str]:
-    """-> (record, store host of the id). The host is reported; this store is read regardless."""
-    ip, port, offset = decode_offset_msg_id(msg_id)
-    return query_by_offset(root, offset), f"{ip}:{port}"
+@dataclass
+class MsgIdResult:
+    records: list[tuple[int, MessageRecord]]
+    kind: str                       # "offset id" | "unique key"
+    host: str | None = None         # the store host an offset id names
+    notes: list[str] = field(default_factory=list)
+
+
+class TopicNeeded(StoreError):
+    """A unique key given without the topic its index entries are filed under."""
+
+
+def query_by_msg_id(root, msg_id: str, topic: str | None = None,
+                    max_num: int = DEFAULT_MAX_MSGS_NUM_BATCH) -> MsgIdResult:
+    """mqadmin queryMsgById over a store: an offset id is read at its offset (this store is read,
+    whatever host the id names); any other id is a unique key (UNIQ_KEY), looked up through the
+    index files under `topic`, as MQAdminImpl.queryMessageByUniqKey does. An offset id that finds
+    no record there is tried as a unique key too when a topic is given (as mqadmin falls back)."""
+    fields = offset_id_fields(msg_id)
+    failed = None
+    if fields is not None:
+        ip, port, offset = fields
+        try:
+            rec = query_by_offset(root, offset)
+            return MsgIdResult([(offset, rec)], "offset id", f"{ip}:{port}")
+        except (FormatError, NotFoundError) as exc:
+            if topic is None:     # other clients' unique keys (the C++ client's) can look like offset ids
+                raise type(exc)(f"{exc.message}; if {msg_id} is a unique key (UNIQ_KEY), give --topic to find it "
+                                "through the index", path=exc.path) from None
+            failed = exc
+    elif topic is None:
+        raise TopicNeeded(f"message id {msg_id} is not an offset id; as a unique key (UNIQ_KEY) it is found "
+                          "through the index under its topic: give --topic")
+    res = query_by_key(root, topic, msg_id.strip(), max_num=max_num)
+    found = [(off, rec) for off, rec in res.records if rec.uniq_key == msg_id.strip()]
+    if not found and failed is not None:
+        raise failed
+    notes = [f"skipped damaged index data: {d}" for d in res.damaged]
+    return MsgIdResult(found, "unique key", None, notes)

@@ -36,11 +36,19 @@ class CommitLogReader:
     def min_offset(self) -> int:
         return self.files[0].start if self.files else 0
 
-    def buffer(self, f: MappedFile):
+    def _map(self, f: MappedFile) -> ReadOnlyMap:
         m = self._maps.get(f.path)
         if m is None:
             m = self._maps[f.path] = ReadOnlyMap(f.path, self.populate)
-        return m.buf
+        return m
+
+    def buffer(self, f: MappedFile):
+        return self._map(f).buf
+
+    def data_ranges(self, f: MappedFile) -> list[tuple[int, int]]:
+        """The parts of a file that hold data (SEEK_DATA / SEEK_HOLE): scans pass them on, so the
+        holes of a preallocated file cost nothing."""
+        return self._map(f).data_ranges()
 
     def close(self) -> None:
         for m in self._maps.values():
@@ -82,7 +90,7 @@ class CommitLogReader:
             start = 0
             if from_offset > f.start:
                 start = self._align(f, from_offset - f.start)
-            it = RecordIterator(self.buffer(f), start, check_crc=check_crc)
+            it = RecordIterator(self.buffer(f), start, check_crc=check_crc, ranges=self.data_ranges(f))
             for pos, rec in it:
                 yield f.start + pos, rec
             if ends is not None:
@@ -91,7 +99,7 @@ class CommitLogReader:
     def _align(self, f: MappedFile, pos: int) -> int:
         """First record boundary at or after `pos`, found by walking from the file's start."""
         from .logscan import walk
-        positions, _ = walk(self.buffer(f))
+        positions, _ = walk(self.buffer(f), ranges=self.data_ranges(f))
         i = bisect_right(positions, pos - 1)
         if i > 0 and positions[i - 1] == pos:
             return pos
@@ -100,5 +108,5 @@ class CommitLogReader:
     def scan(self) -> Iterator[tuple[MappedFile, dict, FileEnd]]:
         """Header-only scan: per file, the numpy field table and where the file's data ends."""
         for f in self.files:
-            table, end = scan_file(self.buffer(f))
+            table, end = scan_file(self.buffer(f), ranges=self.data_ranges(f))
             yield f, table, end

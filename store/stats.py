@@ -47,7 +47,7 @@ def commitlog_stats(reader: CommitLogReader, progress=None, workers: int | None 
 
     def file_stats(f, chunk_pool=None) -> tuple[dict, dict]:
         buf = reader.buffer(f)
-        scan = HeaderScan(buf)
+        scan = HeaderScan(buf, ranges=reader.data_ranges(f))
         groups: dict[tuple[str, int], dict] = {}
         n = 0
         def counted(table):

@@ -110,7 +110,7 @@ class _Side:
 
     def scan(self, f: MappedFile) -> tuple[dict, FileEnd]:
         if f.start not in self._scans:
-            self._scans[f.start] = scan_file(self.reader.buffer(f))
+            self._scans[f.start] = scan_file(self.reader.buffer(f), ranges=self.reader.data_ranges(f))
         return self._scans[f.start]
 
     def array(self, f: MappedFile) -> np.ndarray:

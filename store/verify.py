@@ -179,13 +179,13 @@ def verify_store(root, delay_levels: str | None = None, progress=None) -> Verify
             for msg in check_sizes(reader.files, reader.file_size):
                 report.add("commitlog", paths.commitlog, None, msg)
             for f in reader.files:
-                buf = reader.buffer(f)
-                end = _fast_end(buf)
+                buf, ranges = reader.buffer(f), reader.data_ranges(f)
+                end = _fast_end(buf, ranges)
                 shown = 0
                 if end is None:        # the header scan and a full decode part ways: decode it all
-                    file_ts, end = _decode_file(buf, f, records, levels, report)
+                    file_ts, end = _decode_file(buf, f, records, levels, report, ranges)
                 else:
-                    file_ts, shown = _scan_file(buf, f, records, levels, report, progress)
+                    file_ts, shown = _scan_file(buf, f, records, levels, report, progress, ranges)
                 max_store_ts = max(max_store_ts, file_ts)
                 if end.reason == "corrupt":
                     report.add("commitlog", f.path, end.position,
@@ -201,10 +201,11 @@ def verify_store(root, delay_levels: str | None = None, progress=None) -> Verify
     return report
 
 
-def _fast_end(buf) -> FileEnd | None:
+def _fast_end(buf, ranges=None) -> FileEnd | None:
     """Where a record-by-record decode of the file would stop, and why, when the header scan
-    stops at the same record (it always has on every store tried; None otherwise)."""
-    scan = HeaderScan(buf)
+    stops at the same record (it always has on every store tried; None otherwise). `ranges`:
+    the file's data ranges (the holes are not read)."""
+    scan = HeaderScan(buf, ranges=ranges)
     stop = 0
     for table in scan:
         stop = int(table["position"][-1] + table["total_size"][-1])
@@ -215,7 +216,7 @@ def _fast_end(buf) -> FileEnd | None:
             return None                # a record the header checks refused decodes
         except FormatError as exc:
             detail = exc.message
-    return decode_end(buf, stop, len(buf), detail)
+    return decode_end(buf, stop, len(buf), detail, ranges)
 
 
 def _check_record(report: VerifyReport, f, pos: int, crc_ok: bool, stored_crc: int, phys: int) -> None:
@@ -225,10 +226,10 @@ def _check_record(report: VerifyReport, f, pos: int, crc_ok: bool, stored_crc: i
         report.add("commitlog", f.path, pos, f"PHYSICALOFFSET field says {phys}, record is at {f.start + pos}")
 
 
-def _decode_file(buf, f, records: _Records, levels, report: VerifyReport) -> tuple[int, FileEnd]:
+def _decode_file(buf, f, records: _Records, levels, report: VerifyReport, ranges=None) -> tuple[int, FileEnd]:
     """Every record fully decoded, one by one: (newest store time, where the records end)."""
     newest = 0
-    it = RecordIterator(buf, 0, check_crc=False)
+    it = RecordIterator(buf, 0, check_crc=False, ranges=ranges)
     for pos, rec in it:
         _check_record(report, f, pos, rec.crc_ok, rec.body_crc, rec.physical_offset)
         records.add(f.start + pos, rec, levels)
@@ -236,14 +237,15 @@ def _decode_file(buf, f, records: _Records, levels, report: VerifyReport) -> tup
     return newest, it.end
 
 
-def _scan_file(buf, f, records: _Records, levels, report: VerifyReport, progress=None) -> tuple[int, int]:
+def _scan_file(buf, f, records: _Records, levels, report: VerifyReport, progress=None,
+               ranges=None) -> tuple[int, int]:
     """The records of a file from header tables (64k records each): CRCs and offsets checked
     column-wise, topic and properties decoded per record as decode_record does. Returns the
     newest store time and the bytes told to `progress` (a table's worth at a time)."""
     newest = shown = 0
     topics: dict[bytes, str] = {}
     with memoryview(buf) as mv:
-        for t in HeaderScan(buf):
+        for t in HeaderScan(buf, ranges=ranges):
             n = len(t["position"])
             bodies = (mv[p:p + k] for p, k in zip(t["body_pos"].tolist(), t["body_len"].tolist()))
             crc_ok = (np.fromiter(map(crc32, bodies), np.int64, n) & 0x7FFFFFFF) == t["body_crc"]

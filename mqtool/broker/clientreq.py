@@ -14,6 +14,7 @@ from mqtool_remoting.headers import (ConsumerGroupHeader, OffsetResponseHeader, 
                               UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader,
                               ViewMessageRequestHeader, from_ext_fields, to_ext_fields)
 from mqtool_store.codes import RETRY_GROUP_TOPIC_PREFIX
+from mqtool_store.commitlog import MESSAGE_MAGIC, MESSAGE_MAGIC_V2
 
 LOCK_MAX_LIVE_MS = 60_000
 log = logging.getLogger("mqtool.broker")
@@ -120,9 +121,14 @@ async def query_message(ctrl, conn, cmd):
 
 async def view_message(ctrl, conn, cmd):
     h = from_ext_fields(ViewMessageRequestHeader, cmd.ext_fields)
-    data = ctrl.store.read_bytes(h.offset)
-    if data is None:
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
+    store = ctrl.store
+    data = store.read_bytes(h.offset)
+    if data is None or len(data) < 8 or int.from_bytes(data[4:8], "big", signed=True) not in (MESSAGE_MAGIC,
+                                                                                               MESSAGE_MAGIC_V2):
+        # An offset inside the records but inside one of them (Java sends whatever bytes lie there): say so
+        inside = store.commitlog_min_offset <= h.offset < store.commitlog_max_offset
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"no record starts at commitlog offset {h.offset}" if inside
+                            else f"can not find message by the offset, {h.offset}")
     return cmd.response(ResponseCode.SUCCESS, None, None, data)
 
 

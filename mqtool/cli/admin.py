@@ -225,21 +225,27 @@ def message_query(namesrv: NamesrvOpt = "127.0.0.1:9876",
                   topic: Annotated[Optional[str], typer.Option("-t", "--topic")] = None,
                   key: Annotated[Optional[str], typer.Option("-k", "--key")] = None,
                   unique_key: Annotated[Optional[str], typer.Option("-u", "--unique-key")] = None,
-                  msg_id: Annotated[Optional[str], typer.Option("-i", "--id", help="Offset message id.")] = None,
+                  msg_id: Annotated[Optional[str], typer.Option(
+                      "-i", "--id", "--msgId", help="A message id: an offset id, or the unique key (UNIQ_KEY) a "
+                      "producer prints (needs -t).")] = None,
                   begin: Annotated[Optional[str], typer.Option("--begin")] = None,
                   end: Annotated[Optional[str], typer.Option("--end")] = None,
                   json_out: JsonOpt = False) -> None:
-    """Find messages by key, unique key (UNIQ_KEY), or offset message id."""
+    """Find messages by key, unique key (UNIQ_KEY), or message id (mqadmin queryMsgById: an offset id is
+    read at the broker it names, a unique key is looked up through the index of its topic)."""
     from mqtool.client.admin import QUERY_CAP
     if sum(x is not None for x in (key, unique_key, msg_id)) != 1:
         raise UsageError("give exactly one of --key, --unique-key, --id")
     if msg_id:
-        unused = [n for n, v in (("--topic", topic), ("--begin", begin), ("--end", end)) if v is not None]
+        from mqtool_store.msgid import offset_id_fields
+        unused = [n for n, v in (("--begin", begin), ("--end", end)) if v is not None]
         if unused:
             raise UsageError(f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to --key and "
                              "--unique-key lookups only")
-        rec = run(namesrv, lambda a: a.view(msg_id))
-        found, capped = [("", rec)], False
+        if topic is None and offset_id_fields(msg_id) is None:
+            raise UsageError(f"message id {msg_id} is not an offset id; as a unique key (UNIQ_KEY) it is found "
+                             "through the index of its topic: give -t TOPIC")
+        found, capped = run(namesrv, lambda a: a.message_by_id(msg_id, topic)), False
     else:
         if not topic:
             raise UsageError("--key and --unique-key need --topic")
@@ -250,7 +256,7 @@ def message_query(namesrv: NamesrvOpt = "127.0.0.1:9876",
              "msg_id": r.uniq_key or r.msg_id, "keys": " ".join(r.keys), "tags": r.tags or "",
              "store_time": fmt_time(r.store_timestamp), "body": r.body.decode("utf-8", "replace")} for b, r in found]
     if not rows:                        # like grep: nothing found is said, and exits 1
-        what = f"unique key {unique_key}" if unique_key else f"key {key}"
+        what = f"unique key {unique_key or msg_id}" if unique_key or msg_id else f"key {key}"
         err_console.print(f"mqtool: no message found for {what} in topic {topic}", markup=False)
         raise typer.Exit(1)
     out_rows(rows, json_out, ["broker", "topic", "queue_id", "queue_offset", "msg_id", "keys", "tags", "store_time"])

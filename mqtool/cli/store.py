@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mqtool.cli.errors import EXIT_PROBLEMS, UsageError, err_console
+from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, UsageError, err_console, register_lazy
 from mqtool.cli.output import (BODY_MODES, check_choice, console, count, emit_json, fmt_time, json_line,
                                parse_time, render_body, table)
 from mqtool.cli.recover import recover
@@ -22,6 +22,8 @@ RootArg = Annotated[Path, typer.Argument(help="The store root (storePathRootDir)
 BodyOpt = Annotated[str, typer.Option("--body", help="Body as text, hex, base64 or none.")]
 BodyMaxOpt = Annotated[Optional[int], typer.Option(
     "--body-max", min=0, help="Show at most this many body bytes (default 120 in tables, all with --json).")]
+
+register_lazy("mqtool_store.query", "TopicNeeded", EXIT_USAGE)
 
 
 def _root(path: Path) -> Path:
@@ -320,7 +322,9 @@ def query(
     root: RootArg,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t")] = None,
     key: Annotated[Optional[str], typer.Option("--key", "-k", help="A key or unique key (needs --topic).")] = None,
-    msg_id: Annotated[Optional[str], typer.Option("--msg-id", "-i", help="Offset message id.")] = None,
+    msg_id: Annotated[Optional[str], typer.Option(
+        "--msg-id", "-i", help="A message id: an offset id, or the unique key (UNIQ_KEY) a producer prints "
+        "(needs --topic).")] = None,
     offset: Annotated[Optional[int], typer.Option("--offset", "-o", min=0, help="Commitlog offset.")] = None,
     begin: Annotated[Optional[str], typer.Option("--begin", help="Store time from (epoch ms or ISO).")] = None,
     end: Annotated[Optional[str], typer.Option("--end", help="Store time until (epoch ms or ISO).")] = None,
@@ -330,7 +334,8 @@ def query(
     body_max: BodyMaxOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Find messages by key (through the index files), by offset msgId, or by commitlog offset."""
+    """Find messages by key (through the index files), by msgId (an offset id read directly, a unique
+    key through the index files), or by commitlog offset."""
     from mqtool_store.dump import record_row
     from mqtool_store.query import query_by_key, query_by_msg_id, query_by_offset
     _root(root)
@@ -340,7 +345,7 @@ def query(
         raise UsageError("give exactly one of --key, --msg-id, --offset")
     if key is None:
         unused = [name for name, value in (("--topic", topic), ("--begin", begin), ("--end", end), ("--max", max_num))
-                  if value is not None]
+                  if value is not None and not (name == "--topic" and msg_id is not None)]
         if unused:
             raise UsageError(f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to --key lookups only")
     max_num = 64 if max_num is None else max_num
@@ -359,9 +364,11 @@ def query(
                          f" for other keys and {'was' if one else 'were'} dropped")
         notes += [f"skipped damaged index data: {d}" for d in res.damaged]
     elif msg_id is not None:
-        rec, host = query_by_msg_id(root, msg_id)
-        found = [(rec.physical_offset, rec)]
-        notes.append(f"message id names store host {host}")
+        res_id = query_by_msg_id(root, msg_id, topic)
+        found = res_id.records
+        notes += res_id.notes
+        if res_id.host:
+            notes.append(f"message id names store host {res_id.host}")
     else:
         found = [(offset, query_by_offset(root, offset))]
     cap = body_max if body_max is not None else (None if json_out else 120)

@@ -7,7 +7,8 @@ from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingCommandError, RemotingError
-from mqtool_store.msgid import decode_offset_msg_id
+from mqtool_store.errors import FormatError
+from mqtool_store.msgid import decode_offset_msg_id, offset_id_fields
 
 QUERY_CAP = 64
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"   # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
@@ -236,9 +237,56 @@ class Admin(ClientBase):
 
     async def view(self, offset_msg_id: str):
         ip, port, offset = decode_offset_msg_id(offset_msg_id)
-        resp = check(await self.invoke(f"{ip}:{port}", RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID,
-                                                                                {"offset": offset})), "view message")
-        return decode_records(resp.body)[0]
+        addr = f"{ip}:{port}"
+        resp = check(await self.invoke(addr, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID,
+                                                                     {"offset": offset})), "view message")
+        try:
+            return decode_records(resp.body)[0]
+        except (FormatError, IndexError):     # a broker that sends whatever bytes lie there
+            raise RemotingCommandError(ResponseCode.SYSTEM_ERROR, f"no record starts at commitlog offset {offset}",
+                                       f"view message on {addr}") from None
+
+    async def message_by_id(self, msg_id: str, topic: str | None = None) -> list[tuple[str, object]]:
+        """mqadmin queryMsgById: (broker name, record) for a message id of either kind. An offset
+        id is read at the broker it names (VIEW_MESSAGE_BY_ID); any other id is a unique key
+        (UNIQ_KEY), looked up through the index of the brokers of `topic` (QUERY_MESSAGE with
+        _UNIQUE_KEY_QUERY, MQAdminImpl.queryMessageByUniqKey); an offset id that cannot be read is
+        tried as a unique key too when a topic is given, as DefaultMQAdminExtImpl.viewMessage falls back."""
+        failed = None
+        fields = offset_id_fields(msg_id)
+        if fields is not None:
+            try:
+                rec = await self.view(msg_id)
+                return [(await self._broker_name(f"{fields[0]}:{fields[1]}"), rec)]
+            except (RemotingError, RemotingCommandError) as exc:
+                if topic is None:     # other clients' unique keys (the C++ client's) can look like offset ids
+                    raise RemotingError(f"message id {msg_id}: {exc}; if it is a unique key (UNIQ_KEY), give -t "
+                                        "TOPIC to find it through the index") from None
+                failed = exc
+        elif topic is None:
+            raise ValueError(f"message id {msg_id} is not an offset id: a unique key needs its topic")
+        key = msg_id.strip()
+        try:
+            found, _ = await self.query_by_key(topic, key, unique=True)
+        except (RemotingError, RemotingCommandError):
+            if failed is not None:
+                raise failed from None
+            raise
+        found = [(b, r) for b, r in found if r.uniq_key == key]
+        if not found and failed is not None:
+            raise failed
+        return found
+
+    async def _broker_name(self, addr: str) -> str:
+        """The name of the broker group `addr` belongs to (an offset id's store host), else `addr`."""
+        try:
+            table = (await self.cluster_info()).get("brokerAddrTable", {})
+        except (RemotingError, RemotingCommandError):
+            return addr
+        for name, data in table.items():
+            if addr in (data.get("brokerAddrs") or {}).values():
+                return name
+        return addr
 
     async def broker_runtime(self, addr: str) -> dict:
         resp = check(await self.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)),

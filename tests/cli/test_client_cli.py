@@ -97,6 +97,31 @@ def test_admin_commands(cluster):
     assert (again.returncode, again.stderr) == (1, "mqtool: no broker has topic AdminTopic\n")
 
 
+def test_message_ids_of_both_kinds(cluster):
+    """mqadmin queryMsgById's ids: the unique key send prints (looked up through the index of its
+    topic) and the offset id (read at the broker it names, whose name fills the broker column)."""
+    ns = cluster["namesrv"]
+    run_cli("topic", "create", "-n", ns, "-t", "IdTopic", "-r", "1", "-w", "1", check=True)
+    sent = json_lines(run_cli("send", "-n", ns, "-t", "IdTopic", "--json", input="first\nsecond\n",
+                              check=True).stdout)
+    got = json_lines(run_cli("consume", "-n", ns, "-t", "IdTopic", "-e", "--json", check=True).stdout)
+    second = next(g for g in got if g["body"] == "second")
+    assert second["msg_id"] == sent[1]["msg_id"] != second["offset_msg_id"]
+    for args in (("message", "query", "-i"), ("queryMsgById", "--msgId")):
+        rows = json_lines(run_cli(*args, sent[1]["msg_id"], "-n", ns, "-t", "IdTopic", "--json", check=True).stdout)
+        assert [(r["broker"], r["msg_id"], r["queue_offset"]) for r in rows] == [("broker-a", sent[1]["msg_id"], 1)]
+    rows = json_lines(run_cli("message", "query", "-n", ns, "-i", second["offset_msg_id"], "--json",
+                              check=True).stdout)
+    assert [(r["broker"], r["msg_id"], r["topic"]) for r in rows] == [("broker-a", sent[1]["msg_id"], "IdTopic")]
+    no_topic = run_cli("message", "query", "-n", ns, "-i", sent[1]["msg_id"])
+    assert no_topic.returncode == 2 and no_topic.stderr.count("\n") == 1
+    assert "is not an offset id" in no_topic.stderr and "give -t TOPIC" in no_topic.stderr
+    inside = second["offset_msg_id"][:-1] + "%X" % (int(second["offset_msg_id"][-1], 16) ^ 1)   # one byte off
+    mid = run_cli("message", "query", "-n", ns, "-i", inside)
+    assert mid.returncode == 1 and "no record starts at commitlog offset" in mid.stderr
+    assert "bad magic" not in mid.stderr and "Traceback" not in mid.stderr
+
+
 @pytest.mark.parametrize("args,code,text", [
     (("send", "-n", "127.0.0.1:1", "-t", "T", "x"), 1, "cannot connect"),
     (("send", "-n", "{ns}", "-t", "NoSuchTopicAnywhere", "-f", "/no/such/file"), 2, "no such file"),

@@ -188,13 +188,36 @@ def test_query(basic_store, basic_truth):
     assert proc.returncode == 0 and "more than 5 messages match" in proc.stderr
 
 
+def test_query_by_either_kind_of_message_id(basic_store, basic_truth):
+    """--msg-id takes the unique key a producer prints (through the index, with --topic) as well as
+    an offset id (read where it points), as mqadmin queryMsgById does."""
+    t = next(t for t in basic_truth if t["keys"] == "A-42" or t["keys"].startswith("A-42 "))
+    uniq = t["properties"]["UNIQ_KEY"]
+    rows = json_lines(run_cli("store", "query", basic_store, "--msg-id", uniq, "--topic", "TopicA", "--json",
+                              check=True).stdout)
+    assert [(r["commitlog_offset"], r["uniq_key"]) for r in rows] == [(t["commit_log_offset"], uniq)]
+    no_topic = run_cli("store", "query", basic_store, "--msg-id", uniq)      # the C++ client's: it could be either
+    assert no_topic.returncode != 0 and no_topic.stderr.count("\n") == 1
+    assert "is outside every file" in no_topic.stderr and "is a unique key (UNIQ_KEY), give --topic" in no_topic.stderr
+    java_uniq = "0A000001" "1F3A" "2B2B2B2B" "0012D687" "0001"               # IP, pid, hash, ms, counter
+    not_offset = run_cli("store", "query", basic_store, "--msg-id", java_uniq)
+    assert not_offset.returncode == 2 and not_offset.stderr.count("\n") == 1
+    assert "is not an offset id" in not_offset.stderr and "give --topic" in not_offset.stderr
+    offset_id = rows[0]["msg_id"]
+    inside = offset_id[:-1] + "%X" % (int(offset_id[-1], 16) ^ 1)                  # one byte into the record
+    mid = run_cli("store", "query", basic_store, "--msg-id", inside)
+    assert mid.returncode == 1 and f"no record starts at commitlog offset {t['commit_log_offset'] ^ 1}" in mid.stderr
+    assert "bad magic" not in mid.stderr
+    no_traceback(mid)
+
+
 @pytest.mark.parametrize("args,code,text", [
     (("store", "dump", "/no/such/path"), 2, "no such file"),
     (("store", "stats", "/no/such/dir"), 2, "no such directory"),
     (("store", "dump", "{root}", "--since", "yesterday-ish"), 2, "cannot read time"),
     (("store", "query", "{root}", "--key", "A-1"), 2, "--key needs --topic"),
-    (("store", "query", "{root}", "--offset", "12345"), 1, "bad magic"),
-    (("store", "query", "{root}", "--msg-id", "nothex"), 1, "not an offset message id"),
+    (("store", "query", "{root}", "--offset", "12345"), 1, "no record starts at commitlog offset 12345"),
+    (("store", "query", "{root}", "--msg-id", "nothex"), 2, "is not an offset id"),
     (("store", "dump", "{root}", "--kind", "bogus"), 2, "--kind must be one of"),
     (("store", "stats", "{root}/commitlog"), 2, "not a store root"),
     # a filter the kind's dump would not apply is refused, not ignored
