@@ -47,6 +47,11 @@ def render_live(groups: list[dict]):
                       "yes" if s["inSync"] else "no", s.get("why", ""))
         if not g["slaves"]:
             t.add_row("", "", "", "(no slave)", "", "", "", "", "", "")
+        cm = g.get("controllerMode")
+        if cm is not None:
+            epochs = ", ".join(f"{e['epoch']}@{e['startOffset']}" for e in cm.get("epochs", [])) or "-"
+            t.add_row("", "", "", f"master epoch {cm['masterEpoch']}, SyncStateSet {cm['syncStateSet']}",
+                      "", "", "", "", "", cm.get("noMaster") or f"epochs {epochs}")
     notes = sorted({n for g in groups for n in g["notes"]})
     return t, notes
 

@@ -111,6 +111,7 @@ async def group_status(admin: Admin, cluster: str, name: str, addrs: dict[int, s
     notes = []
     if any(v.get("reachable") and v.get("ha") is None for v in views.values()):
         notes.append(NOT_IN_4X)
+    controller = await _controller_view(admin, views, slaves)
     master_row = {"addr": master["addr"], "reachable": master.get("reachable", False),
                   "commitLogMaxOffset": master.get("commitLogMaxOffset"), "version": master.get("version", "")}
     if not master.get("reachable"):
@@ -119,7 +120,44 @@ async def group_status(admin: Admin, cluster: str, name: str, addrs: dict[int, s
         master_row["role"] = master["ha"].get("brokerRole", "")
         master_row["push2SlaveMaxOffset"] = master["ha"].get("push2SlaveMaxOffset")
         master_row["slaveConnections"] = len(master["ha"].get("haConnectionInfo", []))
-    return {"cluster": cluster, "brokerName": name, "master": master_row, "slaves": slaves, "notes": notes}
+    out = {"cluster": cluster, "brokerName": name, "master": master_row, "slaves": slaves, "notes": notes}
+    if controller is not None:
+        out["controllerMode"] = controller
+    return out
+
+
+async def _controller_view(admin: Admin, views: dict, slaves: list[dict]) -> dict | None:
+    """Controller mode (mqtool's brokers report masterEpoch in 907): the master epoch, the SyncStateSet
+    and the epoch entries (GET_BROKER_EPOCH_CACHE, 1007); a replica is in sync when it is in the
+    SyncStateSet, and otherwise says why it is not."""
+    ha = {bid: v.get("ha") or {} for bid, v in views.items() if v.get("reachable")}
+    if not any("masterEpoch" in h for h in ha.values()):
+        return None
+    master = ha.get(0, {})
+    members = set(master.get("syncStateSet", []))
+    view = {"masterEpoch": max(h.get("masterEpoch", 0) for h in ha.values()), "syncStateSet": sorted(members),
+            "masterControllerId": master.get("controllerId"), "confirmOffset": master.get("confirmOffset")}
+    if 0 in views and views[0].get("reachable"):
+        resp, _ = await _call(admin, views[0]["addr"], RequestCode.GET_BROKER_EPOCH_CACHE)
+        if resp is not None and resp.body:
+            view["epochs"] = [{"epoch": e["epoch"], "startOffset": e["startOffset"], "endOffset": e["endOffset"]}
+                              for e in jsonbody.loads(resp.body).get("epochList", [])]
+    else:
+        view["noMaster"] = "no replica is routed as master (brokerId 0): an election is under way, or no " \
+                           "replica in the SyncStateSet is alive (enableElectUncleanMaster=true elects another)"
+    for row in slaves:
+        cid = (ha.get(row["brokerId"]) or {}).get("controllerId", row["brokerId"])
+        row["controllerId"] = cid
+        if not members:
+            continue
+        row["inSync"] = cid in members
+        if not row["inSync"]:
+            why = row.get("why") or ("not caught up with the master for haMaxTimeSlaveNotCatchup, or just joined: "
+                                     "it enters once it holds everything up to confirmOffset")
+            row["why"] = f"not in the SyncStateSet: {why}"
+        else:
+            row["why"] = ""
+    return view
 
 
 async def ha_status(admin: Admin, cluster: str | None = None, broker: str | None = None) -> list[dict]:

@@ -169,3 +169,48 @@ def test_a_slave_refuses_sends_with_service_not_available(group):
     epochs = (group.store("a") / "epochFileCheckpoint").read_text().split("\n")
     assert epochs[0] == "1" and epochs[2] == "1-0"
     assert GROUP in run_cli("ha", "status", "-n", group.ns, check=True).stdout
+
+
+def ha_status_json(g: ControllerGroup) -> dict:
+    [entry] = [e for e in json_lines(run_cli("ha", "status", "-n", g.ns, "--json", check=True).stdout)
+               if e["brokerName"] == GROUP]
+    return entry
+
+
+def test_ha_status_shows_the_epoch_the_sync_state_set_and_the_epochs(group):
+    start_pair(group)
+    send_some(group.ns, "s", 5)
+    entry = ha_status_json(group)
+    cm = entry["controllerMode"]
+    assert cm["masterEpoch"] == 1 and cm["syncStateSet"] == [1, 2] and cm["epochs"][0]["epoch"] == 1
+    assert [(s["controllerId"], s["inSync"]) for s in entry["slaves"]] == [(2, True)]
+
+
+def lose_the_only_in_sync_replica(g: ControllerGroup) -> None:
+    """a master, b dropped from the SyncStateSet (paused), then a killed: no replica is eligible."""
+    start_pair(g, "haMaxTimeSlaveNotCatchup=2000\n")
+    g.pause("b")
+    send_some(g.ns, "lag", 2)
+    wait_until("b dropped from the SyncStateSet", lambda: set(g.ha("a")["syncStateSet"]) == {1})
+    g.kill("a")
+    g.resume("b")
+
+
+def test_no_eligible_replica_means_no_master_and_ha_status_says_so(group):
+    lose_the_only_in_sync_replica(group)
+    entry = wait_until("the group to show no master", lambda: (lambda e: e if e["controllerMode"].get("noMaster")
+                                                               else None)(ha_status_json(group)))
+    assert entry["master"]["reachable"] is False
+    assert group.master() is None        # b asks for elections and is refused: not in the SyncStateSet
+    proc = run_cli("ha", "status", "-n", group.ns)
+    assert "no replica is routed as master" in proc.stdout
+
+
+def test_enable_elect_unclean_master_elects_the_lagging_replica(tmp_path):
+    g = ControllerGroup(tmp_path, "enableElectUncleanMaster=true\n")
+    try:
+        lose_the_only_in_sync_replica(g)
+        g.wait_master("b", timeout=30)
+        assert send_some(g.ns, "unclean", 3) == [f"unclean-{i}" for i in range(3)]
+    finally:
+        g.close()
