@@ -77,15 +77,6 @@ class MessageStoreConfig:
         return Path(self.storePathRootDir).expanduser()
 
     @property
-    def epoch_file(self) -> Path:
-        return Path(self.storePathEpochFile).expanduser() if self.storePathEpochFile else self.root / "epochFileCheckpoint"
-
-    @property
-    def identity_file(self) -> Path:
-        return Path(self.storePathBrokerIdentity).expanduser() if self.storePathBrokerIdentity \
-            else self.root / "brokerIdentity"
-
-    @property
     def commitlog_dir(self) -> Path:
         return Path(self.storePathCommitLog).expanduser() if self.storePathCommitLog else self.root / "commitlog"
 

@@ -59,7 +59,7 @@ class ReplicasManager:
         self.cfg = ctrl.config
         self.store_cfg = ctrl.store_config
         self.client = RemotingClient()
-        self.epochs = EpochFile(self.store_cfg.epoch_file).load()
+        self.epochs = EpochFile(epoch_file_path(self.store_cfg)).load()
         self.controller_id: int | None = None
         self.master_id: int | None = None
         self.master_addr = ""
@@ -170,7 +170,10 @@ class ReplicasManager:
 
     @property
     def identity_path(self) -> Path:
-        return self.store_cfg.identity_file
+        """storePathBrokerIdentity, by default {storePathRootDir}/brokerIdentity."""
+        cfg = self.store_cfg
+        return Path(cfg.storePathBrokerIdentity).expanduser() if cfg.storePathBrokerIdentity \
+            else cfg.root / "brokerIdentity"
 
     def _read_identity(self, path: Path, fields: int) -> list[str] | None:
         try:
@@ -442,6 +445,11 @@ class ReplicasManager:
                     "startOffset": e.start} for i, e in enumerate(self.epochs.entries)]
         return {"brokerId": self.cfg.brokerId, "brokerName": self.cfg.brokerName,
                 "clusterName": self.cfg.brokerClusterName, "epochList": entries, "maxOffset": top}
+
+
+def epoch_file_path(cfg) -> Path:
+    """storePathEpochFile, by default {storePathRootDir}/epochFileCheckpoint."""
+    return Path(cfg.storePathEpochFile).expanduser() if cfg.storePathEpochFile else cfg.root / "epochFileCheckpoint"
 
 
 def _write(path: Path, text: str) -> None:

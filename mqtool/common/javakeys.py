@@ -86,6 +86,18 @@ NOT_IMPLEMENTED = [
 _WHY = {key: why for keys, why in NOT_IMPLEMENTED for key in keys.split()}
 KEYS_4_9_8_NOT_HERE = frozenset(_WHY) | frozenset(REFUSED_WHEN_TRUE) | frozenset(REFUSED_WHEN_SET)
 
+# 5.x broker keys of controller mode (BrokerConfig, MessageStoreConfig; controller.md §8) that mqtool's
+# broker does not take; the ones it does are fields of its configs.
+CONTROLLER_MODE_NOT_HERE = {
+    "fetchControllerAddrByDnsLookup": "controllerAddr is read as HOST:PORT;HOST:PORT, never resolved as a DNS name",
+    "readUnCommitted": "consume queues are built only up to confirmOffset",
+    "haFlowControlEnable": "replication is not rate-limited",
+    "maxHaTransferByteInSecond": "replication is not rate-limited",
+    "enableSlaveActingMaster": "a slave never acts as master; in controller mode a replica is elected instead",
+    "enableAutoInSyncReplicas": "not used in controller mode (5.3.0 neither)",
+    "haMaxGapNotInSync": "not used in controller mode (5.3.0 neither)",
+}
+
 # namesrv.conf (NamesrvStartup: NamesrvConfig and NettyServerConfig): the keys mqtool's name server
 # does not take. It takes listenPort, kvConfigPath, orderMessageEnable, clusterTest, productEnvName.
 _NAMESRV_WHY = {
@@ -136,6 +148,10 @@ def check_keys(unknown: dict[str, str], known: list[str], server: str = "broker"
             raise ValueError(f"{key}={value}: {REFUSED_WHEN_SET[key]} in mqtool")
     notes = []
     for key in sorted(unknown):
+        if server == "broker" and key in CONTROLLER_MODE_NOT_HERE:
+            notes.append(f"{key} ignored: a RocketMQ 5.x controller-mode key mqtool does not implement "
+                         f"({CONTROLLER_MODE_NOT_HERE[key]})")
+            continue
         if key in not_here:
             why = whys.get(key) or _NAMESRV_WHY.get(key) or _WHY.get(key, "not implemented")
             notes.append(f"{key} ignored: a RocketMQ {kind.split()[0]} key mqtool does not implement ({why})")

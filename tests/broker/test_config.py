@@ -103,3 +103,27 @@ def test_a_period_of_zero_is_refused():
         apply_store_properties(MessageStoreConfig(), {"cleanResourceInterval": "0"})
     with pytest.raises(ValueError, match="flushConsumerOffsetInterval must be above 0"):
         apply_properties(BrokerConfig(), {"flushConsumerOffsetInterval": "-5"})
+
+
+def test_controller_mode_keys(tmp_path):
+    """enableControllerMode: brokerId/brokerRole are the controller's (one line says so), controllerAddr
+    is needed and checked, and 5.x controller-mode keys mqtool does not take are named."""
+    from mqtool.broker.controller import BrokerController
+    from mqtool.common.javakeys import check_keys
+
+    def cfg(**kw):
+        return BrokerConfig(brokerName="b", listenPort=0, storePathRootDir=str(tmp_path / "s"),
+                            enableControllerMode=True, **kw)
+    with pytest.raises(ValueError, match="needs controllerAddr"):
+        BrokerController(cfg())
+    with pytest.raises(ValueError, match="controllerAddr: 'nope' is not HOST:PORT"):
+        BrokerController(cfg(controllerAddr="nope"))
+    b = BrokerController(cfg(controllerAddr="127.0.0.1:9878", brokerId=0, brokerRole="ASYNC_MASTER"),
+                         {"allAckInSyncStateSet": "true", "minInSyncReplicas": "2"})
+    assert b.notes == ["brokerRole ASYNC_MASTER and brokerId 0 ignored: with enableControllerMode=true the "
+                       "controller's elections set them (a master is SYNC_MASTER, brokerId 0; a slave takes its "
+                       "controller id)"]
+    assert b.is_slave and b.store_config.allAckInSyncStateSet and b.store_config.minInSyncReplicas == 2
+    assert b.replicas.epochs.path == tmp_path / "s" / "epochFileCheckpoint"
+    [note] = check_keys({"fetchControllerAddrByDnsLookup": "true"}, [])
+    assert note.startswith("fetchControllerAddrByDnsLookup ignored: a RocketMQ 5.x controller-mode key")
