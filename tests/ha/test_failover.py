@@ -214,3 +214,25 @@ def test_enable_elect_unclean_master_elects_the_lagging_replica(tmp_path):
         assert send_some(g.ns, "unclean", 3) == [f"unclean-{i}" for i in range(3)]
     finally:
         g.close()
+
+
+def test_the_official_cpp_client_rides_through_a_failover(group):
+    """rocketmq==0.4.4 (C++ core), unchanged: a sync producer keeps sending across a SIGKILL of the
+    master; after its next route poll (30 s in that client) the new master takes its sends, and
+    every message it was told SEND_OK is read back."""
+    from tests.interop.conftest import HAVE_CPP, finish_cpp, start_cpp
+    if not HAVE_CPP:
+        pytest.skip("C++ client wheel not loadable here")
+    start_pair(group)
+    send_some(group.ns, "warm", 1)                    # the topic exists before the C++ client asks for it
+    msgs = [{"keys": f"cpp-{i}", "tags": "T", "body": f"cpp body {i}"} for i in range(900)]
+    proc = start_cpp("produce", group.ns, {"topic": TOPIC, "messages": msgs, "report_errors": True,
+                                           "interval_ms": 50})
+    time.sleep(3)                                      # some sends go to the first master
+    killed_at = int(time.time() * 1000)
+    group.kill("a")
+    group.wait_master("b", timeout=15)
+    rows = finish_cpp(proc, timeout=180)
+    ok = [r for r in rows if r.get("status") == 0]
+    assert any(r["at"] > killed_at for r in ok), "no SEND_OK after the failover"
+    assert read_back(group.ns) >= {r["keys"] for r in ok}

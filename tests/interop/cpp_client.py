@@ -52,6 +52,8 @@ def produce(ns, a) -> None:
     done = threading.Semaphore(0)
     try:
         for m in a["messages"]:
+            if a.get("interval_ms"):              # a steady load, for tests that change the cluster meanwhile
+                time.sleep(a["interval_ms"] / 1000)
             mode = m.get("mode", "sync")
             msg = message(a["topic"], m)
             sent_at = int(time.time() * 1000)
