@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from mqtool.broker.background import cancel
-from mqtool.common.controllerbodies import SyncStateSet
+from mqtool.common.controllerbodies import ElectMasterResponseBody, SyncStateSet
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.controllerheaders import (AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader,
@@ -71,6 +71,7 @@ class ReplicasManager:
         self.isolated = True
         self.lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
+        self._oneoff: set[asyncio.Task] = set()
         self.ha = None                  # the AutoSwitchHA (set by the broker before start)
 
     # ---------------------------------------------------------------- lifecycle
@@ -82,7 +83,7 @@ class ReplicasManager:
                        loop.create_task(self._check_sync_state_set())]
 
     async def stop(self) -> None:
-        for t in self._tasks:
+        for t in [*self._tasks, *self._oneoff]:
             await cancel(t)
         await self.client.close()
 
@@ -91,7 +92,7 @@ class ReplicasManager:
         while self.state != "RUNNING":
             try:
                 await self._start_once()
-            except (ControllerError, RemotingError, OSError, ValueError) as exc:
+            except (ControllerError, RemotingError, OSError, ValueError, KeyError) as exc:
                 self._note(f"controller mode start-up ({self.state}): {exc}; again in {RETRY_S:g} s")
                 await asyncio.sleep(RETRY_S)
 
@@ -278,7 +279,10 @@ class ReplicasManager:
                 self._note(f"replica info from the controller: {exc}")
 
     def ctrl_task(self, coro) -> None:
-        self._tasks.append(asyncio.get_running_loop().create_task(coro))
+        """A one-off task (an alter, a new registration), cancelled at stop, forgotten when done."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._oneoff.add(task)
+        task.add_done_callback(self._oneoff.discard)
 
     async def poll(self) -> None:
         resp = await self._leader_call(RequestCode.CONTROLLER_GET_REPLICA_INFO,
@@ -314,13 +318,8 @@ class ReplicasManager:
             return
         ss = None
         if resp.body:
-            try:
-                from mqtool_remoting import jsonbody
-                d = jsonbody.loads(resp.body)
-                ss = SyncStateSet(frozenset(int(x) for x in d.get("syncStateSet") or ()),
-                                  int(ext.get("syncStateSetEpoch") or 0))
-            except (ValueError, TypeError):
-                ss = None
+            members = ElectMasterResponseBody.from_json(resp.body).syncStateSet
+            ss = SyncStateSet(members, int(ext.get("syncStateSetEpoch") or 0))
         await self._change_role(int(ext["masterBrokerId"]), ext["masterAddress"], int(ext["masterEpoch"]), ss)
 
     async def notified(self, cmd: RemotingCommand) -> RemotingCommand:
