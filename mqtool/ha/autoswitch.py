@@ -21,18 +21,18 @@ import itertools
 import logging
 
 from mqtool.ha.master import Rate, now_ms
+from mqtool.ha.slave import HASlave
 from mqtool_store.epochfile import EpochFile, find_consistent_point, with_ends
 from mqtool_store.errors import ReplicationError
 from mqtool_store.ha.autoswitch import (MasterFrameReader, MasterHandshake, SlaveFrameReader, SlaveHandshake,
                                         master_handshake, slave_handshake, slave_report, transfer_header)
-from mqtool_store.ha.protocol import HA_CONNECT_RETRY_S, MASTER_IDLE_WAIT_S, HAProtocolError
+from mqtool_store.ha.protocol import MASTER_IDLE_WAIT_S, HAProtocolError
 from mqtool_store.messagestore import MessageStore
 from mqtool_store.storeconfig import MessageStoreConfig
 
 log = logging.getLogger("mqtool.ha")
 READ_CHUNK = 1 << 20
 WRITE_HIGH_WATER = 1 << 20
-TRUNCATE_RETRY_S = 2.0
 
 
 class ReplicaConnection:
@@ -404,83 +404,20 @@ class AutoSwitchHA:
                 "confirmOffset": self.confirm_offset, "syncStateSet": sorted(self.sync_state_set)}
 
 
-class ReplicaClient:
-    """A slave's side (AutoSwitchHAClient): handshake, truncation to the consistent point, appends."""
+class ReplicaClient(HASlave):
+    """A slave's side (AutoSwitchHAClient): handshake, truncation to the consistent point, appends.
+    Connecting, reconnecting and the status are the 4.x client's (mqtool/ha/slave.py)."""
 
     def __init__(self, ha: AutoSwitchHA):
+        super().__init__(ha.store, ha.cfg)
         self.ha = ha
-        self.master_addr = ""
-        self.connected = False
-        self.rate = Rate()
-        self.last_read_ms = self.last_write_ms = 0
-        self.last_error = ""
-        self.reported = -1
         self.received_epoch = -1
-        self._changed = asyncio.Event()
-        self._task: asyncio.Task | None = None
-        self._writer: asyncio.StreamWriter | None = None
-
-    def start(self) -> "ReplicaClient":
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        return self
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-        self._drop()
-
-    def set_master(self, addr: str) -> None:
-        if addr and addr != self.master_addr:
-            log.info("HA master address is now %s (was %s)", addr, self.master_addr or "none")
-            self.master_addr = addr
-            self._changed.set()
-            if self._writer is not None:
-                self._writer.close()
-
-    def _drop(self) -> None:
-        self.connected = False
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-    def _note(self, text: str) -> None:
-        if text != self.last_error:
-            log.warning("%s", text)
-        self.last_error = text
-
-    async def _run(self) -> None:
-        while True:
-            if not self.master_addr:
-                await self._changed.wait()
-            self._changed.clear()
-            addr = self.master_addr
-            retry = HA_CONNECT_RETRY_S
-            try:
-                await self._follow(addr)
-            except (ConnectionError, OSError, TimeoutError) as exc:
-                self._note(f"connection to master {addr} failed: {exc or type(exc).__name__}")
-            except ReplicationError as exc:
-                self._note(f"closing the connection to master {addr}: {exc}")
-                retry = TRUNCATE_RETRY_S
-            was = self.connected
-            self._drop()
-            if self._changed.is_set():
-                continue
-            try:
-                async with asyncio.timeout(1.0 if was else retry):
-                    await self._changed.wait()
-            except TimeoutError:
-                pass
 
     async def _follow(self, addr: str) -> None:
         host, _, port = addr.rpartition(":")
         async with asyncio.timeout(3.0):
             reader, writer = await asyncio.open_connection(host.strip("[]"), int(port))
-        self._writer, self.connected = writer, True
+        self._transport, self.connected = writer.transport, True
         self.received_epoch = -1
         store, cfg = self.ha.store, self.ha.cfg
         my_id = self.ha.my_id()
@@ -548,18 +485,11 @@ class ReplicaClient:
         epochs.truncate_suffix_by_offset(point)
 
     def _report(self, force: bool = False) -> None:
-        offset = self.ha.store.commitlog_max_offset
-        if (force or offset > self.reported) and self._writer is not None and not self._writer.is_closing():
-            self._writer.write(slave_report(offset))
+        offset = self.store.commitlog_max_offset
+        if (force or offset > self.reported) and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(slave_report(offset))
             self.reported = offset
             self.last_write_ms = now_ms()
-
-    def runtime_info(self) -> dict:
-        store = self.ha.store
-        return {"masterAddr": self.master_addr, "transferredByteInSecond": self.rate.current(),
-                "maxOffset": store.commitlog_max_offset, "lastReadTimestamp": self.last_read_ms,
-                "lastWriteTimestamp": self.last_write_ms, "masterFlushOffset": 0, "isActivated": self.connected,
-                "dispatchBehindBytes": store.dispatch_behind_bytes, "lastError": self.last_error}
 
 
 def _expire(fut: asyncio.Future) -> None:
