@@ -135,6 +135,13 @@ JAVA_HANDLES_NOWHERE = {
 ELSEWHERE = {"UPDATE_AND_CREATE_ACL_CONFIG", "DELETE_ACL_CONFIG", "GET_BROKER_CLUSTER_ACL_INFO",
              "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG", "GET_BROKER_HA_STATUS", "GET_TOPIC_CONFIG",
              "GET_ALL_TOPIC_OFFSETS"}
+# 5.x controller mode (shared/spec/controller.md 3.1): served by mqtool's controller (tests/controller) and,
+# 1007 and 1008, by a controller-mode broker (tests/ha/test_failover.py)
+CONTROLLER_MODE = {"BROKER_HEARTBEAT", "CONTROLLER_ALTER_SYNC_STATE_SET", "CONTROLLER_ELECT_MASTER",
+                   "CONTROLLER_REGISTER_BROKER", "CONTROLLER_GET_REPLICA_INFO", "CONTROLLER_GET_METADATA_INFO",
+                   "CONTROLLER_GET_SYNC_STATE_DATA", "GET_BROKER_EPOCH_CACHE", "NOTIFY_BROKER_ROLE_CHANGED",
+                   "UPDATE_CONTROLLER_CONFIG", "GET_CONTROLLER_CONFIG", "CLEAN_BROKER_DATA",
+                   "CONTROLLER_GET_NEXT_BROKER_ID", "CONTROLLER_APPLY_BROKER_ID"}
 
 
 def walk(addr: str, requests: dict[str, tuple[dict, bytes]]) -> dict[str, RemotingCommand]:
@@ -153,8 +160,8 @@ def walk(addr: str, requests: dict[str, tuple[dict, bytes]]) -> dict[str, Remoti
 
 def test_the_table_is_4_9_8s_and_every_code_has_a_place():
     names = {c.name for c in RequestCode}
-    assert len(names) == 98                          # RequestCode.java's 95, 5.x's 351 and 907, mqtool's 90001
-    groups = [set(BROKER), set(NAMESRV), JAVA_HANDLES_NOWHERE, ELSEWHERE]
+    assert len(names) == 112     # RequestCode.java's 95, 5.x's 351, 907 and controller mode's 14, mqtool's 90001
+    groups = [set(BROKER), set(NAMESRV), JAVA_HANDLES_NOWHERE, ELSEWHERE, CONTROLLER_MODE]
     assert set().union(*groups) == names
     assert sum(len(g) for g in groups) == len(names)     # no code in two places
 
