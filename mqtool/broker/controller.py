@@ -541,7 +541,7 @@ class BrokerController:
         period = min(max(self.config.registerNameServerPeriod, 10_000), 60_000) / 1000
         while True:
             wait = period
-            seeking = self.is_slave and (self.slave_sync is None or not self.slave_sync.master_addr)
+            seeking = self.is_slave and self._seeking_master()
             if seeking:
                 wait = SLAVE_SEEKING_MASTER_S    # a slave started before its master finds it sooner
             try:
@@ -553,6 +553,15 @@ class BrokerController:
             # forceRegister=false skips the name servers that have this data version, but a slave
             # still seeking its master learns it from a registration's answer, so it registers
             await self.register_all(force=self.config.forceRegister or seeking)
+
+    def _seeking_master(self) -> bool:
+        """A slave that has not learned its master yet from a registration's answer (the metadata
+        master; in controller mode the HA address, which only the name server gives): it registers
+        every SLAVE_SEEKING_MASTER_S until it has."""
+        if self.autoswitch is not None:
+            client = self.autoswitch.client
+            return client is not None and not client.master_addr
+        return self.slave_sync is None or not self.slave_sync.master_addr
 
     async def register_all(self, force: bool = True) -> None:
         if self.replicas is not None and self.replicas.isolated:

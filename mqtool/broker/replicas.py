@@ -403,6 +403,9 @@ class ReplicasManager:
                  self.controller_id, epoch)
         if self.state == "RUNNING":
             await ctrl.register_all()
+        # the new master may register brokerId 0 after this: the registration loop asks again every
+        # few seconds until an answer names the master's HA address
+        ctrl.schedule_register()
 
     # ---------------------------------------------------------------- SyncStateSet (§5.5)
 

@@ -236,3 +236,17 @@ def test_the_official_cpp_client_rides_through_a_failover(group):
     ok = [r for r in rows if r.get("status") == 0]
     assert any(r["at"] > killed_at for r in ok), "no SEND_OK after the failover"
     assert read_back(group.ns) >= {r["keys"] for r in ok}
+
+
+def test_an_admin_switchover_moves_the_master_and_the_old_one_follows(group):
+    start_pair(group)
+    acked = send_some(group.ns, "one", 20)
+    proc = run_cli("ha", "elect", "-a", group.controller_addr, "-b", GROUP, "-c", "FOCluster", "--broker-id", "2")
+    assert proc.returncode == 0, proc.stderr
+    group.wait_master("b", timeout=15)
+    acked += send_some(group.ns, "two", 20)
+    wait_until("a following b", lambda: group.in_sync({1, 2}), timeout=30)
+    assert read_back(group.ns) >= set(acked)
+    group.stop("a")
+    group.stop("b")
+    assert commit_log(group.store("a")) == commit_log(group.store("b"))
