@@ -112,15 +112,19 @@ def test_export_interval_counts_the_batch_that_follows_an_idle_trigger(ns, spark
     """An idle trigger reports progress under the id the next batch will have; that batch counts."""
     from mqtool.spark.livejobs import stream_export
     run_cli("topic", "create", "-n", ns, "-t", "Quiet", "-r", "2", "-w", "2", check=True)
-    seen, sent = [], []
+    seen, sent, held = [], [], []
 
     def stopping():
+        """Send once an idle trigger has reported; stop once the query's own progress has shown every
+        message for a whole polling round (so stream_export has had a pass over that progress)."""
         active = spark.streams.active
-        if not sent and active and active[0].recentProgress:     # an idle trigger reported (nothing to read)
-            assert all(p["numInputRows"] == 0 for p in active[0].recentProgress)
+        progress = active[0].recentProgress if active else []
+        if not sent and progress:                         # an idle trigger reported (nothing to read)
+            assert all(p["numInputRows"] == 0 for p in progress)
             _send(ns, "Quiet", 40)
             sent.append(40)
-        return sum(p["numInputRows"] for p in seen) >= 40
+        held.append(bool(sent) and sum(p["numInputRows"] for p in progress) >= 40)
+        return len(held) >= 2 and held[-2]
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
     try:
         result = stream_export(spark, {"namesrv": ns, "topics": "Quiet"}, str(tmp_path / "out"),
