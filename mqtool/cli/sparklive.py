@@ -71,16 +71,24 @@ def _preflight(options: dict, writing: bool = False):
 
 
 async def _route_check(client, opts):
+    """The sink's topic can be sent to as `mqtool send` finds out: its route, or, for a topic no
+    broker has yet, the default topic's (TBW102), which a broker with autoCreateTopicEnable serves."""
+    from mqtool.client.producer import Producer
+    from mqtool.spark.livecluster import ClusterError
+    from mqtool.spark.livesink import SINK_GROUP
     from mqtool_remoting.codes import ResponseCode
     from mqtool_remoting.errors import RemotingCommandError
+    producer = Producer(opts.namesrv, opts.group or SINK_GROUP, credentials=opts.credentials())
     try:
-        await client.route(opts.send_topic, refresh=True)
+        await producer.publish_route(opts.send_topic, refresh=True)
     except RemotingCommandError as exc:
         if exc.code != ResponseCode.TOPIC_NOT_EXIST:
             raise
-        from mqtool.spark.livecluster import ClusterError
-        raise ClusterError(f"topic {opts.send_topic} does not exist (create it first: mqtool topic create "
-                           f"-t {opts.send_topic})") from None
+        raise ClusterError(f"topic {opts.send_topic} does not exist and no broker creates topics on first send "
+                           f"(autoCreateTopicEnable=false): create it first: mqtool topic create "
+                           f"-t {opts.send_topic}") from None
+    finally:
+        await producer.close()
 
 
 def live_export(*, out, topics, namesrv, checkpoint, interval, available_now, max_per_trigger, tags, group,

@@ -25,19 +25,18 @@ def stream_export(spark, options: dict, out: str, checkpoint: str, partition_by:
     writer = writer.trigger(availableNow=True) if interval_s is None else writer.trigger(
         processingTime=f"{interval_s} seconds")
     query = writer.start()
-    seen, rows, batches, last_end = -1, 0, 0, None
+    counted: set[int] = set()
+    rows, last_end = 0, None
     try:
         while True:
             finished = query.awaitTermination(0.2)
             for p in query.recentProgress:
-                if p["batchId"] > seen:
-                    seen = p["batchId"]
-                    if p["numInputRows"] or p["sources"][0].get("endOffset") != p["sources"][0].get("startOffset"):
-                        batches += 1
-                        rows += p["numInputRows"]
-                        if on_batch:
-                            on_batch(p)
+                if ran_a_batch(p) and p["batchId"] not in counted:
+                    counted.add(p["batchId"])
+                    rows += p["numInputRows"]
                     last_end = p["sources"][0].get("endOffset") or last_end
+                    if on_batch:
+                        on_batch(p)
             if finished or not query.isActive:
                 break
             if stopping():
@@ -48,8 +47,15 @@ def stream_export(spark, options: dict, out: str, checkpoint: str, partition_by:
             query.stop()
     if query.exception() is not None:
         raise query.exception()
-    return {"rows": rows, "batches": batches, "out": out, "checkpoint": checkpoint,
+    return {"rows": rows, "batches": len(counted), "out": out, "checkpoint": checkpoint,
             "offsets": _parse(last_end)}
+
+
+def ran_a_batch(progress: dict) -> bool:
+    """Whether a progress event reports a micro-batch that ran. An idle trigger reports too (every
+    spark.sql.streaming.noDataProgressEventInterval), under the id the next batch will have, and
+    without the batch phases (addBatch) in its durations."""
+    return "addBatch" in (progress.get("durationMs") or {})
 
 
 def _parse(end):

@@ -5,8 +5,9 @@ never decoded. Queue-offset ranges are JSON, one object per topic:
 
     {"TopicA": {"0": [0, 100], "3": [[0, 10], [50, null]]}, "TopicB": {"*": [200, null]}, "TopicC": [0, 5]}
 
-Ranges are [from, to) queue offsets, `null` for open; "*" (or a bare range list) means every
-queue. With --queue-offsets only the listed topics and queues are exported.
+Ranges are [from, to) queue offsets, `null` for open; "*" (or a bare range list) covers every
+queue the topic does not list by id: a listed queue's own ranges win over "*". With
+--queue-offsets only the listed topics and queues are exported.
 """
 from __future__ import annotations
 
@@ -94,8 +95,10 @@ class Selection:
                     continue
                 rows = inv == k
                 allowed = np.zeros(len(inv), dtype=bool)
-                for q, ranges in self.queue_offsets[name].items():
-                    in_q = rows if q == ALL_QUEUES else rows & (qid == q)
+                per = self.queue_offsets[name]
+                listed = np.array([q for q in per if q != ALL_QUEUES], dtype=np.int64)
+                for q, ranges in per.items():
+                    in_q = rows & ~np.isin(qid, listed) if q == ALL_QUEUES else rows & (qid == q)
                     for lo, hi in ranges:
                         allowed |= in_q & (qoff >= lo) & (qoff < hi)
                 m &= ~rows | allowed
