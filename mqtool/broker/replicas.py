@@ -365,6 +365,7 @@ class ReplicasManager:
                 self.epochs.truncate_suffix_by_epoch(epoch)
             self.epochs.append(epoch, store.commitlog_max_offset)
             store.become_master(SYNC_MASTER)
+            ctrl.config.brokerRole = SYNC_MASTER          # what GET_BROKER_CONFIG and runtime info say
             self.ha.change_to_master()
             self.ha.set_sync_state_set(self.ha.local or frozenset({self.controller_id}), self.ss_epoch)
             ctrl.config.brokerId = 0
@@ -394,7 +395,7 @@ class ReplicasManager:
         if not same:
             await ctrl.stop_master_services()
             ctrl.store.become_slave()
-            ctrl.store_config.brokerRole = SLAVE
+            ctrl.store_config.brokerRole = ctrl.config.brokerRole = SLAVE
             ctrl.config.brokerId = self.controller_id
             self.ha.change_to_slave()
             ctrl.start_slave_sync(master_addr)

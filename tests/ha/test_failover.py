@@ -169,6 +169,9 @@ def test_a_slave_refuses_sends_with_service_not_available(group):
     epochs = (group.store("a") / "epochFileCheckpoint").read_text().split("\n")
     assert epochs[0] == "1" and epochs[2] == "1-0"
     assert GROUP in run_cli("ha", "status", "-n", group.ns, check=True).stdout
+    for who, role in (("a", "SYNC_MASTER"), ("b", "SLAVE")):      # the role each says is the one it performs
+        proc = run_cli("broker", "config", "get", "-n", group.ns, "-b", group.addr(who), "--json", check=True)
+        assert json.loads(proc.stdout)["brokerRole"] == role
 
 
 def ha_status_json(g: ControllerGroup) -> dict:
