@@ -115,7 +115,8 @@ class PutResult:
     @property
     def ok(self) -> bool:
         """Stored (Java's sendOK): the message is on the master's disk whatever the replica did."""
-        return self.status in STORED
+        status = self.status
+        return status is PutStatus.PUT_OK or status in STORED    # (an Enum's hash is Python code)
 
     @property
     def end(self) -> int:
