@@ -12,12 +12,15 @@ with a canned response without decoding it (the client's and the loopback's own 
 
     python benchmarks/broker_capacity.py [--connections 4] [--window 64] [--size 128] [--batch N]
                                          [--idle-pullers N] [--tail] [--seconds 10] [--warmup 2]
-                                         [--java-broker PATH] [--quick] [--json]
+                                         [--java-broker PATH] [--before-tree DIR] [--quick] [--json]
 
 With --java-broker PATH (an Apache RocketMQ 4.9.8 install: bin/mqnamesrv, bin/mqbroker) that broker
 is measured too, after mqtool's, under the same load (its own name server, ASYNC_FLUSH, a temporary
 store), and the ratios mqtool / Java of CPU per message and msg/s come from the same run; without it
 the result says the Java side was skipped.
+
+With --before-tree DIR the broker of another checkout (an earlier commit) is measured the same way
+after this one's, and the ratios this / before come from the same run.
 
 With --batch N every request is a SEND_BATCH_MESSAGE of N messages, and msg/s counts messages
 (N per SUCCESS answer); latencies are per request.
@@ -337,6 +340,12 @@ def run(args) -> dict:
 
     with broker_process(prefix="mqtool-bench-capacity-") as broker:
         result["mqtool_broker"] = mine = measure(broker, args, base_rate)
+    if args.before_tree:
+        with broker_process(prefix="mqtool-bench-capacity-", tree=Path(args.before_tree)) as broker:
+            result["before_tree_broker"] = before = measure(broker, args, base_rate)
+        result["mqtool_to_before_tree"] = {
+            "cpu_per_msg": round(mine["broker_cpu_us_per_msg"] / max(before["broker_cpu_us_per_msg"], 1e-9), 3),
+            "msg_per_s": round(mine["msg_per_s"] / max(before["msg_per_s"], 1), 3)}
     if not args.java_broker:
         result["java_broker"] = {"skipped": "no --java-broker PATH given (an Apache RocketMQ 4.9.8 install)"}
         return result
@@ -363,6 +372,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--java-broker", metavar="PATH", help="an Apache RocketMQ 4.9.8 install (bin/mqbroker, "
                     "bin/mqnamesrv): measured under the same load after mqtool's broker, CPU per message compared")
+    ap.add_argument("--before-tree", metavar="DIR", help="another checkout of mqtool (e.g. `git archive` of an "
+                    "earlier commit, its store kernel built): its broker measured too, after this one's, same load")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
