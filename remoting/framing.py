@@ -52,7 +52,8 @@ class FrameDecoder:
     def bodies(self, data: bytes) -> list[bytes]:
         """Every frame completed by `data`, each as the bytes after its length field (what
         `decode_frame_body` reads), for a caller that looks at some frames before decoding them.
-        A bad length raises FrameError (nothing decoded) and the decoder refuses further input."""
+        A bad length raises FrameError whose `decoded` lists the bodies before it (undecoded), and
+        the decoder refuses further input."""
         if self._error is not None:
             raise FrameError(f"decoder already failed: {self._error}")
         self._buf += data
@@ -62,7 +63,7 @@ class FrameDecoder:
         while end - pos >= 4:
             length = unpack(buf, pos)[0]
             if length < 4 or length > self.max_frame:
-                self._error = FrameError(f"frame length {length} outside 4..{self.max_frame}", [])
+                self._error = FrameError(f"frame length {length} outside 4..{self.max_frame}", out)
                 self._buf = bytearray()
                 raise self._error
             if end - pos - 4 < length:

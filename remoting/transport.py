@@ -87,8 +87,14 @@ class Connection:
                     self._flush()
         except FrameError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
-            for cmd in exc.decoded:          # complete frames that preceded the bad bytes
-                self._dispatch(cmd)
+            if self.fast is None:
+                for cmd in exc.decoded:      # complete frames that preceded the bad bytes
+                    self._dispatch(cmd)
+            else:                            # (here the frames' bodies, not yet decoded)
+                try:
+                    self._fast_or_dispatch(exc.decoded)
+                except FrameError:
+                    pass
             if self._tasks:                  # let them answer before the socket goes
                 await asyncio.wait(list(self._tasks), timeout=CLOSE_GRACE_S)
         except (ConnectionError, OSError):
@@ -102,7 +108,15 @@ class Connection:
         ones before it were handled)."""
         fast, out = self.fast, self._out
         for body in bodies:
-            answer = fast(self, body)
+            try:
+                answer = fast(self, body)
+            except Exception as exc:  # noqa: BLE001 - as _handle: a bug answers SYSTEM_ERROR, the rest carries on
+                cmd = decode_frame_body(body)
+                log.exception("request %s from %s failed", code_name(RequestCode, cmd.code), self.peer)
+                answer = None if cmd.is_oneway else \
+                    cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}").encode()
+                if answer is None:
+                    continue
             if answer is None:
                 self._dispatch(decode_frame_body(body))
             elif not self.closed.is_set():
