@@ -106,7 +106,7 @@ class Connection:
         """Every frame of one read in one pass: the fast path's answers queued as they come, the
         rest decoded and dispatched as `feed` would (a bad one raises FrameError after the good
         ones before it were handled)."""
-        fast, out = self.fast, self._out
+        fast = self.fast
         for body in bodies:
             try:
                 answer = fast(self, body)
@@ -118,12 +118,12 @@ class Connection:
                 if answer is None:
                     continue
             if answer is None:
-                self._dispatch(decode_frame_body(body))
+                self._dispatch(decode_frame_body(body))     # (its answer may flush self._out)
             elif not self.closed.is_set():
+                out = self._out
                 out.append(answer)
                 if len(out) >= FLUSH_FRAMES:
                     self._flush()
-                    out = self._out
 
     def _dispatch(self, cmd: RemotingCommand) -> None:
         if cmd.is_response:

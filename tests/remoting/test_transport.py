@@ -448,6 +448,7 @@ def test_a_fast_path_answers_its_frames_and_leaves_the_rest_to_the_handler(caplo
         seen: list = []
         server = await Server(Service().handle, fast=fast_hook(seen)).start("127.0.0.1", 0)
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        # more answers than FLUSH_FRAMES, the two kinds interleaved: a flush by either loses none
         reqs = [RemotingCommand.request(FAST if i % 2 else ECHO, {"x": f"v{i}"}) for i in range(40)]
         reqs.append(RemotingCommand.request(FAST, {"x": "boom"}))
         reqs.append(RemotingCommand.request(FAST, {"x": "after"}))
