@@ -8,8 +8,11 @@ time (every thread, `time.process_time`) and the event loop thread's alone per m
 the loopback and the load client sharing the cores, the figure moves far less from run to run on
 a busy machine than broker_capacity.py's.
 
-    python benchmarks/broker_inprocess.py [--messages 100000] [--size 128] [--batch N] [--runs 3]
+    python benchmarks/broker_inprocess.py [--messages 100000] [--size 128] [--batch N] [--pull] [--runs 3]
                                           [--before-tree DIR] [--quick] [--json]
+
+With --pull the messages are stored first (4 queues) and the requests are PULL_MESSAGE of 32 each
+(subscription "*", no suspend), 64 a read, that take every message once: CPU per pulled message.
 
 With --before-tree DIR (another checkout, e.g. `git archive` of an earlier commit with its store
 kernel built) the same is measured with that checkout's code, the runs alternating, and the
@@ -68,7 +71,23 @@ class _Writer:
         pass
 
 
-async def measure(messages: int, size: int, batch: int) -> dict:
+def pull_reads(broker, topic: str, messages: int, size: int) -> tuple[list[bytes], int]:
+    """--pull: `messages` stored in the topic's 4 queues, then reads of PULL_MESSAGE requests of 32
+    (subscription "*") that take them from the start, queue by queue; (the reads, messages a read)."""
+    from broker_capacity import pull_request
+    from mqtool_store.messagestore import Message
+
+    for i in range(messages):
+        broker.store.put(Message(topic, i % 4, b"x" * size, {"UNIQ_KEY": f"{i:032X}", "CLUSTER": "DefaultCluster"}))
+    broker.store.drain_dispatch()
+    per_queue = messages // 4
+    asks = [pull_request("BenchPullGroup", topic, q, off, 0).encode()
+            for off in range(0, per_queue - 31, 32) for q in range(4)]
+    reads = [b"".join(asks[k:k + PER_READ]) for k in range(0, len(asks) - PER_READ + 1, PER_READ)]
+    return reads, PER_READ * 32
+
+
+async def measure(messages: int, size: int, batch: int, pulls: bool = False) -> dict:
     import dataclasses
 
     from broker_capacity import TOPIC, frames
@@ -82,21 +101,23 @@ async def measure(messages: int, size: int, batch: int) -> dict:
     try:
         broker.topics.update(dataclasses.replace(broker.topics.get("TBW102"), topicName=TOPIC, readQueueNums=4,
                                                  writeQueueNums=4))
-        chunk = b"".join(f for _, f in frames(PER_READ, size, batch))
-        per_read = PER_READ * (batch or 1)
+        if pulls:
+            chunks, per_read = pull_reads(broker, TOPIC, messages, size)
+        else:
+            chunks, per_read = [b"".join(f for _, f in frames(PER_READ, size, batch))], PER_READ * (batch or 1)
         reader, writer = asyncio.StreamReader(), _Writer()
         fast = getattr(broker.server, "fast", None)       # (an earlier checkout may have none)
         conn = Connection(reader, writer, broker.server.handler, None, fast) if fast else \
             Connection(reader, writer, broker.server.handler)
 
         async def feed(reads: int) -> None:
-            for _ in range(reads):
-                reader.feed_data(chunk)
+            for k in range(reads):
+                reader.feed_data(chunks[k % len(chunks)])
                 while len(reader._buffer):         # the connection's reader task takes it
                     await asyncio.sleep(0)
                 await asyncio.sleep(0)             # and the dispatch drain its puts scheduled
         await feed(max(1, 3200 // per_read))       # warm-up
-        reads = max(1, messages // per_read)
+        reads = len(chunks) if pulls else max(1, messages // per_read)
         cpu0, thread0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
         await feed(reads)
         cpu1, thread1, wall1 = time.process_time(), time.thread_time(), time.perf_counter()
@@ -114,7 +135,7 @@ async def measure(messages: int, size: int, batch: int) -> dict:
 def one_run(args, tree: str | None) -> dict:
     """One measurement in a fresh process (this checkout's code, or `tree`'s)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--messages", str(args.messages),
-           "--size", str(args.size), "--batch", str(args.batch)]
+           "--size", str(args.size), "--batch", str(args.batch)] + (["--pull"] if args.pull else [])
     env, tmp = None, None
     if tree:
         from brokerproc import tree_env
@@ -135,6 +156,7 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--batch", type=int, default=0)
+    ap.add_argument("--pull", action="store_true", help="PULL_MESSAGE of 32 from stored messages instead of sends")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--before-tree", metavar="DIR")
     ap.add_argument("--quick", action="store_true")
@@ -144,7 +166,7 @@ def main() -> int:
     if args.child:
         import mqtool
         import mqtool_remoting
-        got = asyncio.run(measure(args.messages, args.size, args.batch))
+        got = asyncio.run(measure(args.messages, args.size, args.batch, args.pull))
         got["code"] = [str(Path(m.__file__).parent) for m in (mqtool, mqtool_remoting)]
         print(json.dumps(got))
         return 0
@@ -152,7 +174,7 @@ def main() -> int:
         args.messages, args.runs = 6400, 1
     result = {"machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
                           "load_average": os.getloadavg()},
-              "mode": {"flushDiskType": "ASYNC_FLUSH", "body_bytes": args.size, "batch": args.batch,
+              "mode": {"flushDiskType": "ASYNC_FLUSH", "body_bytes": args.size, "batch": args.batch, "pull": args.pull,
                        "messages": args.messages, "frames_per_read": PER_READ, "runs": args.runs}}
     runs: dict[str, list] = {"mine": [], "before": []}
     for _ in range(args.runs):
