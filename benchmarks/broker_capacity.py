@@ -4,13 +4,24 @@ A small asyncio client (this process) writes pre-encoded SEND_MESSAGE_V2 frames 
 default) on C connections with W requests in flight each, to a `mqtool broker` process on
 127.0.0.1 (embedded name server, ASYNC_FLUSH), and counts SUCCESS answers for T seconds after a
 warm-up: msg/s, p50/p99 latency, errors, the broker's CPU time per message and its anonymous
-memory (RssAnon) at the end of the warm-up, its highest and at the end (all from /proc).
+memory (RssAnon) at the end of the warm-up, its highest and at the end (all from /proc). The CPU is
+the broker process's (every thread: utime + stime of /proc/PID/stat) over the measured seconds only,
+per acknowledged message, with the cores it used (CPU seconds per second).
 Baseline in the same run: the same client against a loopback server that answers every frame
 with a canned response without decoding it (the client's and the loopback's own ceiling).
 
     python benchmarks/broker_capacity.py [--connections 4] [--window 64] [--size 128] [--batch N]
                                          [--idle-pullers N] [--tail] [--seconds 10] [--warmup 2]
-                                         [--quick] [--json]
+                                         [--java-broker PATH] [--before-tree DIR] [--quick] [--json]
+
+With --java-broker PATH (an Apache RocketMQ 4.9.8 install: bin/mqnamesrv, bin/mqbroker) that broker
+is measured too, after mqtool's, under the same load (its own name server, ASYNC_FLUSH, a temporary
+store), and the ratios mqtool / Java of CPU per message and msg/s come from the same run; without it
+the result says the Java side was skipped.
+
+With --before-tree DIR the broker of another checkout (an earlier commit) is measured the same way
+after this one's (before it with --before-first: whichever runs first pays a few per cent more CPU
+a message, so report both orders), and the ratios this / before come from the same run.
 
 With --batch N every request is a SEND_BATCH_MESSAGE of N messages, and msg/s counts messages
 (N per SUCCESS answer); latencies are per request.
@@ -46,6 +57,7 @@ from mqtool_remoting.command import RemotingCommand  # noqa: E402
 from mqtool_remoting.headers import PULL_SUBSCRIPTION, PULL_SUSPEND  # noqa: E402
 
 from brokerproc import broker_process, cpu_seconds as cpu_s, free_port_pair, rss_anon_kib  # noqa: E402,F401 - shared
+from javabroker import java_broker_process  # noqa: E402
 
 TOPIC = "CapacityBench"
 IDLE_TOPIC = "CapacityIdle"
@@ -78,7 +90,9 @@ def _response(buf: bytes) -> tuple[int, int]:
     return header["code"], header["opaque"]
 
 
-async def load(port: int, conns: int, window: int, size: int, warmup: float, seconds: float, batch: int = 0) -> dict:
+async def load(port: int, conns: int, window: int, size: int, warmup: float, seconds: float, batch: int = 0,
+               on_measure=None) -> dict:
+    """`on_measure(True)` is called as the measured seconds start, `on_measure(False)` as they end."""
     per_conn = [frames(window * 4, size, batch) for _ in range(conns)]
     per_answer = batch or 1
     stats = {"ok": 0, "errors": {}, "rts": []}
@@ -130,11 +144,15 @@ async def load(port: int, conns: int, window: int, size: int, warmup: float, sec
 
     tasks = [asyncio.create_task(one(p)) for p in per_conn]
     await asyncio.sleep(warmup)
+    if on_measure:
+        on_measure(True)
     phase["measure"] = True
     t0 = time.perf_counter()
     await asyncio.sleep(seconds)
     phase["measure"] = False
     elapsed = time.perf_counter() - t0
+    if on_measure:
+        on_measure(False)
     phase["stop"] = True
     await asyncio.wait(tasks, timeout=5)
     rts = sorted(stats["rts"])
@@ -246,6 +264,65 @@ async def canned_server(port: int) -> asyncio.AbstractServer:
     return await asyncio.start_server(handle, "127.0.0.1", port)
 
 
+def measure(broker, args, baseline_rate: int) -> dict:
+    """The load against one running broker (an object with pid, port and create_topic): msg/s,
+    latencies, and the broker's CPU (all threads, from /proc) over the measured seconds only."""
+    broker.create_topic(TOPIC)
+    if args.idle_pullers:
+        broker.create_topic(IDLE_TOPIC)
+    rss: list[int] = []
+    cpu_marks: list[tuple[float, float]] = []      # (wall, broker CPU s) as the measured seconds start and end
+
+    def on_measure(_starting: bool) -> None:
+        cpu_marks.append((time.perf_counter(), cpu_s(broker.pid)))
+
+    async def sample_memory():
+        await asyncio.sleep(args.warmup)
+        while True:
+            rss.append(rss_anon_kib(broker.pid))
+            await asyncio.sleep(0.5)
+
+    consumed, pull_rtts = [0], []
+    tail_counts: list[tuple[float, int]] = []
+
+    async def count_consumed():
+        await asyncio.sleep(args.warmup)
+        tail_counts.append((time.perf_counter(), consumed[0]))
+        await asyncio.sleep(args.seconds)
+        tail_counts.append((time.perf_counter(), consumed[0]))
+
+    async def loaded():
+        stop = asyncio.Event()
+        side = [asyncio.create_task(sample_memory())]
+        if args.idle_pullers:
+            side.append(asyncio.create_task(idle_pulls(broker.port, args.idle_pullers, stop)))
+        if args.tail:
+            side += [asyncio.create_task(tail_pulls(broker.port, stop, consumed, pull_rtts)),
+                     asyncio.create_task(count_consumed())]
+        try:
+            return await load(broker.port, args.connections, args.window, args.size, args.warmup, args.seconds,
+                              args.batch, on_measure)
+        finally:
+            stop.set()
+            for task in side:
+                task.cancel()
+    res = asyncio.run(loaded())
+    if args.tail and len(tail_counts) == 2:
+        (t0, c0), (t1, c1) = tail_counts
+        res["consumed_msg_per_s"] = round((c1 - c0) / (t1 - t0))
+        rtts = sorted(rtt for at, rtt in pull_rtts if t0 <= at <= t1)
+        res["pull_rtt_p50_ms"] = round(rtts[len(rtts) // 2] * 1000, 2) if rtts else None
+        res["pull_rtt_p99_ms"] = round(rtts[int(len(rtts) * 0.99)] * 1000, 2) if rtts else None
+    rss.append(rss_anon_kib(broker.pid))
+    res["broker_rss_anon_mib"] = {"after_warmup": round(rss[0] / 1024, 1), "max": round(max(rss) / 1024, 1),
+                                  "end": round(rss[-1] / 1024, 1)}
+    (w0, cpu0), (w1, cpu1) = cpu_marks
+    res["broker_cpu_us_per_msg"] = round((cpu1 - cpu0) * 1e6 / max(res["answered"], 1), 2)   # per acknowledged message
+    res["broker_cores_used"] = round((cpu1 - cpu0) / (w1 - w0), 2)
+    res["ratio_to_baseline"] = round(res["msg_per_s"] / max(baseline_rate, 1), 3)
+    return res
+
+
 def run(args) -> dict:
     result = {"machine": {"cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
               "mode": {"flushDiskType": "ASYNC_FLUSH", "connections": args.connections, "window": args.window,
@@ -260,60 +337,33 @@ def run(args) -> dict:
         finally:
             server.close()
     result["baseline"] = {"canned_loopback_server": asyncio.run(baseline())}
+    base_rate = result["baseline"]["canned_loopback_server"]["msg_per_s"]
 
-    with broker_process(prefix="mqtool-bench-capacity-") as broker:
-        broker.create_topic(TOPIC)
-        if args.idle_pullers:
-            broker.create_topic(IDLE_TOPIC)
-        cpu0 = cpu_s(broker.pid)
-
-        rss: list[int] = []
-
-        async def sample_memory():
-            await asyncio.sleep(args.warmup)
-            while True:
-                rss.append(rss_anon_kib(broker.pid))
-                await asyncio.sleep(0.5)
-
-        consumed, pull_rtts = [0], []
-        tail_counts: list[tuple[float, int]] = []
-
-        async def count_consumed():
-            await asyncio.sleep(args.warmup)
-            tail_counts.append((time.perf_counter(), consumed[0]))
-            await asyncio.sleep(args.seconds)
-            tail_counts.append((time.perf_counter(), consumed[0]))
-
-        async def loaded():
-            stop = asyncio.Event()
-            side = [asyncio.create_task(sample_memory())]
-            if args.idle_pullers:
-                side.append(asyncio.create_task(idle_pulls(broker.port, args.idle_pullers, stop)))
-            if args.tail:
-                side += [asyncio.create_task(tail_pulls(broker.port, stop, consumed, pull_rtts)),
-                         asyncio.create_task(count_consumed())]
-            try:
-                return await load(broker.port, args.connections, args.window, args.size, args.warmup, args.seconds,
-                                  args.batch)
-            finally:
-                stop.set()
-                for task in side:
-                    task.cancel()
-        res = asyncio.run(loaded())
-        if args.tail and len(tail_counts) == 2:
-            (t0, c0), (t1, c1) = tail_counts
-            res["consumed_msg_per_s"] = round((c1 - c0) / (t1 - t0))
-            rtts = sorted(rtt for at, rtt in pull_rtts if t0 <= at <= t1)
-            res["pull_rtt_p50_ms"] = round(rtts[len(rtts) // 2] * 1000, 2) if rtts else None
-            res["pull_rtt_p99_ms"] = round(rtts[int(len(rtts) * 0.99)] * 1000, 2) if rtts else None
-        rss.append(rss_anon_kib(broker.pid))
-        res["broker_rss_anon_mib"] = {"after_warmup": round(rss[0] / 1024, 1), "max": round(max(rss) / 1024, 1),
-                                      "end": round(rss[-1] / 1024, 1)}
-        cpu = cpu_s(broker.pid) - cpu0
-        total = res["answered"] or 1
-        res["broker_cpu_ms_per_msg"] = round(cpu * 1000 / total * args.seconds / (args.seconds + args.warmup), 4)
-        res["ratio_to_baseline"] = round(res["msg_per_s"] / max(result["baseline"]["canned_loopback_server"]["msg_per_s"], 1), 3)
-        result["mqtool_broker"] = res
+    order = ["mine", "before"] if args.before_tree else ["mine"]
+    if args.before_first:
+        order.reverse()
+    for which in order:        # the same broker measured twice in a row: the first costs ~4-9% more a message
+        tree = Path(args.before_tree) if which == "before" else None
+        with broker_process(prefix="mqtool-bench-capacity-", tree=tree) as broker:
+            result["before_tree_broker" if tree else "mqtool_broker"] = measure(broker, args, base_rate)
+    mine = result["mqtool_broker"]
+    if args.before_tree:
+        before = result["before_tree_broker"]
+        result["mode"]["order"] = order
+        result["mqtool_to_before_tree"] = {
+            "cpu_per_msg": round(mine["broker_cpu_us_per_msg"] / max(before["broker_cpu_us_per_msg"], 1e-9), 3),
+            "msg_per_s": round(mine["msg_per_s"] / max(before["msg_per_s"], 1), 3)}
+    if not args.java_broker:
+        result["java_broker"] = {"skipped": "no --java-broker PATH given (an Apache RocketMQ 4.9.8 install)"}
+        return result
+    with java_broker_process(Path(args.java_broker)) as broker:
+        result["java_broker"] = java = measure(broker, args, base_rate)
+    result["mqtool_to_java"] = {
+        "cpu_per_msg": round(mine["broker_cpu_us_per_msg"] / max(java["broker_cpu_us_per_msg"], 1e-9), 3),
+        "msg_per_s": round(mine["msg_per_s"] / max(java["msg_per_s"], 1), 3)}
+    if args.tail:
+        result["mqtool_to_java"]["consumed_msg_per_s"] = round(
+            mine.get("consumed_msg_per_s", 0) / max(java.get("consumed_msg_per_s", 0), 1), 3)
     return result
 
 
@@ -327,6 +377,11 @@ def main() -> int:
     ap.add_argument("--tail", action="store_true", help="consume the sent topic while it is sent")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--warmup", type=float, default=2.0)
+    ap.add_argument("--java-broker", metavar="PATH", help="an Apache RocketMQ 4.9.8 install (bin/mqbroker, "
+                    "bin/mqnamesrv): measured under the same load after mqtool's broker, CPU per message compared")
+    ap.add_argument("--before-tree", metavar="DIR", help="another checkout of mqtool (e.g. `git archive` of an "
+                    "earlier commit, its store kernel built): its broker measured too, after this one's, same load")
+    ap.add_argument("--before-first", action="store_true", help="measure the --before-tree broker first")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

@@ -77,16 +77,28 @@ class BrokerProcess:
                         "-r", str(queues), "-w", str(queues)], cwd=REPO, check=True, capture_output=True, timeout=60)
 
 
+def tree_env(tree: Path, tmp: Path) -> dict:
+    """The environment that runs `python -m mqtool` from another checkout `tree` (its mqtool, store
+    and remoting, ahead of this one's installed packages): a before/after comparison in one run."""
+    links = tmp / "tree"
+    links.mkdir()
+    for name, folder in (("mqtool", "mqtool"), ("mqtool_store", "store"), ("mqtool_remoting", "remoting")):
+        (links / name).symlink_to(Path(tree).resolve() / folder)
+    return {**os.environ, "PYTHONPATH": str(links)}
+
+
 @contextmanager
-def broker_process(*extra: str, prefix: str = "mqtool-bench-", boot_timeout: float = 60.0):
+def broker_process(*extra: str, prefix: str = "mqtool-bench-", boot_timeout: float = 60.0, tree: Path | None = None):
     """`python -m mqtool broker start` on free ports with `extra` options; yields once it logged
     "boot success" (its stderr then stays readable as `proc.stderr`). Afterwards: SIGTERM to its
-    PID, SIGKILL if it has not ended in 30 s, and its store removed."""
+    PID, SIGKILL if it has not ended in 30 s, and its store removed. With `tree`, the broker is
+    that checkout's (`tree_env`)."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
     port, ns_port = free_port_pair(), free_port_pair()
+    env = tree_env(tree, tmp) if tree else None
     proc = subprocess.Popen([sys.executable, "-m", "mqtool", "broker", "start", "--listen", f"127.0.0.1:{port}",
                              "--store-dir", str(tmp / "store"), "--embedded-namesrv", f"127.0.0.1:{ns_port}", *extra],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            cwd=tree or REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + boot_timeout
         while True:

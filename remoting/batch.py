@@ -15,7 +15,8 @@ import struct
 
 from mqtool_remoting.errors import BodyError
 
-_BATCH_HEAD = struct.Struct(">iiiii")   # total, magic, crc, flag, body length
+_BATCH_HEAD = struct.Struct(">iiiii")   # total, magic, crc, flag, body length (20 bytes)
+_SHORT = struct.Struct(">h")
 
 
 class BatchFormatError(BodyError):
@@ -24,22 +25,22 @@ class BatchFormatError(BodyError):
 
 def decode_batch(body: bytes) -> list[tuple[int, bytes, str]]:
     """MessageDecoder.decodeMessages of a batch body: (flag, body, properties text) per message."""
-    out, p = [], 0
-    while p < len(body):
-        if p + _BATCH_HEAD.size > len(body):
+    out, p, end = [], 0, len(body)
+    head, short, append = _BATCH_HEAD.unpack_from, _SHORT.unpack_from, out.append
+    while p < end:
+        if p + 20 > end:
             raise BatchFormatError("batch body is cut off")
-        total, _magic, _crc, flag, blen = _BATCH_HEAD.unpack_from(body, p)
-        q = p + _BATCH_HEAD.size
-        if blen < 0 or q + blen + 2 > len(body) or total < 22 or p + total > len(body):
+        total, _magic, _crc, flag, blen = head(body, p)
+        q = p + 20
+        if blen < 0 or q + blen + 2 > end or total < 22 or p + total > end:
             raise BatchFormatError(f"bad batch entry at {p}")
         data = body[q:q + blen]
         q += blen
-        plen = struct.unpack_from(">h", body, q)[0]
+        plen = short(body, q)[0]
         q += 2
-        if plen < 0 or q + plen > len(body):     # Java: NegativeArraySizeException / BufferUnderflowException
+        if plen < 0 or q + plen > end:     # Java: NegativeArraySizeException / BufferUnderflowException
             raise BatchFormatError(f"bad properties length {plen} in the batch entry at {p}")
-        props = body[q:q + plen].decode("utf-8", "replace")
-        out.append((flag, data, props))
+        append((flag, data, body[q:q + plen].decode("utf-8", "replace")))
         p += total
     return out
 

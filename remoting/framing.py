@@ -49,6 +49,31 @@ class FrameDecoder:
             del buf[:pos]
         return out
 
+    def bodies(self, data: bytes) -> list[bytes]:
+        """Every frame completed by `data`, each as the bytes after its length field (what
+        `decode_frame_body` reads), for a caller that looks at some frames before decoding them.
+        A bad length raises FrameError whose `decoded` lists the bodies before it (undecoded), and
+        the decoder refuses further input."""
+        if self._error is not None:
+            raise FrameError(f"decoder already failed: {self._error}")
+        self._buf += data
+        out: list[bytes] = []
+        buf, pos, end = self._buf, 0, len(self._buf)
+        unpack = _LEN.unpack_from
+        while end - pos >= 4:
+            length = unpack(buf, pos)[0]
+            if length < 4 or length > self.max_frame:
+                self._error = FrameError(f"frame length {length} outside 4..{self.max_frame}", out)
+                self._buf = bytearray()
+                raise self._error
+            if end - pos - 4 < length:
+                break
+            out.append(bytes(buf[pos + 4:pos + 4 + length]))
+            pos += 4 + length
+        if pos:
+            del buf[:pos]
+        return out
+
     @property
     def pending(self) -> int:
         """Bytes held for a frame not yet complete."""

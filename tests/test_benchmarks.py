@@ -12,7 +12,8 @@ BENCH = Path(__file__).parent.parent / "benchmarks"
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["store_scan.py", "store_append.py", "store_verify.py", "broker_produce.py",
                                     "ha_replication.py", "broker_capacity.py", "metrics_scrape.py", "soak.py",
-                                    "consumer_drain.py", "spark_live.py", "crash_restart.py", "metadata_scale.py", "failover.py",
+                                    "consumer_drain.py", "spark_live.py", "crash_restart.py", "metadata_scale.py",
+                                    "failover.py", "broker_inprocess.py",
                                     "store_open.py"])
 def test_benchmark_quick_mode(script):
     proc = subprocess.run([sys.executable, str(BENCH / script), "--quick", "--json"], capture_output=True, text=True,

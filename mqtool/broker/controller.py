@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import ipaddress
 import logging
 import os
 import time
 
-from mqtool.broker import admin, adminops, clientcalls, clientreq, pull, replica, runtime, send, transaction
+from mqtool.broker import admin, adminops, clientcalls, clientreq, fastsend, pull, replica, runtime, send, transaction
 from mqtool.broker.acl import requests as acl_requests
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
@@ -172,10 +173,11 @@ class BrokerController:
         self.schedule = ScheduleService(self, cfg_dir)
         self.tx_checker = transaction.TransactionChecker(self)
         self.locks: dict[str, dict] = {}
+        sends = functools.partial(fastsend.fast_send, self)      # the send hot path, before any decoding
         self.server = Server(self.handle, on_close=self._channel_closed,
-                             idle_timeout_s=config.serverChannelMaxIdleTimeSeconds)
+                             idle_timeout_s=config.serverChannelMaxIdleTimeSeconds, fast=sends)
         self.fast_server = Server(self.handle_fast, on_close=self._channel_closed,
-                                  idle_timeout_s=config.serverChannelMaxIdleTimeSeconds)
+                                  idle_timeout_s=config.serverChannelMaxIdleTimeSeconds, fast=sends)
         self.namesrv_client = RemotingClient()
         self.registration = NamesrvRegistration(self)
         self.stats = BrokerStats(cluster=config.brokerClusterName)
@@ -463,6 +465,19 @@ class BrokerController:
             self.stats.put(first.topic, len(msgs) if batch else 1, result.size)
             if self.store_config.brokerRole == SYNC_MASTER and waits:
                 await self._wait_replica(result)
+        return result
+
+    def put_now(self, msg) -> PutResult:
+        """`put` of one message where no put waits (`fastsend.can_take_sends`: ASYNC_FLUSH, ASYNC_MASTER,
+        no controller-mode in-sync minimum): the same store call, dispatch drain and counts."""
+        result = self.store.put(msg, wait_flush=True)
+        if self.store._pending and not self._drain_soon:
+            self._drain_soon = True
+            asyncio.get_running_loop().call_soon(self._drain_dispatch)
+        if result.ok:
+            self.stats.put(msg.topic, 1, result.size)
+        elif commit_log_refused(msg, result):
+            self.stats.put_failed()
         return result
 
     def _drain_dispatch(self) -> None:

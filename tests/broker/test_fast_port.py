@@ -14,7 +14,7 @@ from mqtool.namesrv.server import NameServer
 from mqtool_remoting import jsonbody
 from mqtool_remoting.acl import Credentials
 from mqtool_remoting.codes import RequestCode, ResponseCode
-from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.command import RemotingCommand, decode_frame_body
 from mqtool_remoting.transport import RemotingClient
 from tests.broker.test_broker_server import pull_cmd, send_cmd
 from tests.conftest import run_cli
@@ -101,15 +101,22 @@ def test_the_fast_port_serves_sends_and_heartbeats_but_not_pulls(tmp_path):
 
 
 def spy_ports(master) -> dict[str, list[int]]:
-    """The request codes each port of `master` handles from now on (new connections), by port."""
+    """The request codes each port of `master` handles from now on (new connections), by port:
+    through its handler, or answered by its send fast path (mqtool/broker/fastsend.py)."""
     seen = {"fast": [], "main": []}
     for side, server in (("fast", master.fast_server), ("main", master.server)):
-        inner = server.handler
+        inner, inner_fast = server.handler, server.fast
 
         def spy(conn, cmd, inner=inner, side=side):
             seen[side].append(cmd.code)
             return inner(conn, cmd)
-        server.handler = spy
+
+        def fast_spy(conn, body, inner_fast=inner_fast, side=side):
+            answer = inner_fast(conn, body)
+            if answer is not None:
+                seen[side].append(decode_frame_body(body).code)
+            return answer
+        server.handler, server.fast = spy, fast_spy
     return seen
 
 

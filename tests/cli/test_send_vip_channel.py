@@ -9,23 +9,16 @@ import sys
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.transport import RemotingClient
-from tests.broker.test_fast_port import master_with_data, run, start_master
+from tests.broker.test_fast_port import master_with_data, run, spy_ports, start_master
 from tests.conftest import REPO, json_lines
 
 SENDS = {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE}
 
 
 def watch(master) -> dict[str, list[int]]:
-    """The request codes each of the master's servers handles from now on."""
-    seen: dict[str, list[int]] = {"fast": [], "main": []}
-    for side, server in (("fast", master.fast_server), ("main", master.server)):
-        inner = server.handler
-
-        def spy(conn, cmd, inner=inner, side=side):
-            seen[side].append(cmd.code)
-            return inner(conn, cmd)
-        server.handler = spy
-    return seen
+    """The request codes each of the master's servers handles from now on (its handler's, and the
+    sends its fast path answers)."""
+    return spy_ports(master)
 
 
 async def mqtool(*args: str) -> tuple[int, str, str]:

@@ -89,6 +89,48 @@ def test_frames_round_trip_through_the_decoder_in_any_chunks(cmds, cuts):
     assert _feed_all(data, cuts) == cmds
 
 
+def _fed(feeder, data: bytes, cuts: list[int]):
+    """(commands got, the FrameError's text or None) of feeding `data` in `cuts` chunks to `feeder`."""
+    out, prev = [], 0
+    try:
+        for cut in sorted(c % (len(data) + 1) for c in cuts) + [len(data)]:
+            out += feeder(data[prev:cut])
+            prev = cut
+    except FrameError as exc:
+        return out + list(exc.decoded), str(exc)
+    return out, None
+
+
+def _bodies_then_decode(dec: FrameDecoder):
+    """What a server with a fast path does that takes nothing: bodies, each decoded after."""
+    def decode(bodies: list[bytes]) -> list[RemotingCommand]:
+        out = []
+        for body in bodies:
+            try:
+                out.append(decode_frame_body(body))
+            except FrameError as exc:
+                raise FrameError(str(exc), out) from None
+        return out
+
+    def feed(chunk: bytes) -> list[RemotingCommand]:
+        try:
+            bodies = dec.bodies(chunk)
+        except FrameError as exc:          # the bodies before the bad length, then the length's error
+            raise FrameError(str(exc), decode(exc.decoded)) from None
+        return decode(bodies)
+    return feed
+
+
+@given(st.data(), st.sampled_from(["frames", "bytes", "mutated"]), st.lists(st.integers(0, 1 << 12), max_size=6))
+def test_bodies_then_decode_is_feed(draw, kind, cuts):
+    """FrameDecoder.bodies (the transport's way when a server has a fast path) cuts the same frames
+    as feed, and fails on the same bytes after the same good frames."""
+    frames = b"".join(c.encode() for c in draw.draw(st.lists(commands(), max_size=5)))
+    data = frames if kind == "frames" else draw.draw(st.binary(max_size=300)) if kind == "bytes" else \
+        _mutate(frames + draw.draw(commands()).encode(), draw.draw)
+    assert _fed(_bodies_then_decode(FrameDecoder()), data, cuts) == _fed(FrameDecoder().feed, data, cuts)
+
+
 @given(commands())
 def test_decode_frame_is_the_inverse_of_encode(cmd):
     assert decode_frame(cmd.encode()) == cmd

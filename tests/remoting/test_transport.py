@@ -418,3 +418,69 @@ def _drain_socket(sock) -> bytes:
     finally:
         sock.close()
     return out
+
+
+FAST = 11
+
+
+def fast_hook(seen: list):
+    """A server's fast path: answers FAST requests from the frame bytes, raises on x=boom, leaves
+    the rest (None) to the handler; `seen` gets each frame body it was shown."""
+    from mqtool_remoting.command import decode_frame_body
+
+    def fast(conn, body: bytes):
+        seen.append(body)
+        cmd = decode_frame_body(body)
+        if cmd.code != FAST:
+            return None
+        if cmd.ext_fields.get("x") == "boom":
+            raise RuntimeError("fast boom")
+        return cmd.response(0, "fast", {"echo": cmd.ext_fields.get("x", "")}).encode()
+    return fast
+
+
+def test_a_fast_path_answers_its_frames_and_leaves_the_rest_to_the_handler(caplog):
+    """Every frame of one write: the fast path's answers and the handler's, each to its opaque; a
+    fast path that raises answers SYSTEM_ERROR (as a handler's exception does) and the rest goes on."""
+    from mqtool_remoting.transport import Server
+
+    async def scenario():
+        seen: list = []
+        server = await Server(Service().handle, fast=fast_hook(seen)).start("127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        # more answers than FLUSH_FRAMES, the two kinds interleaved: a flush by either loses none
+        reqs = [RemotingCommand.request(FAST if i % 2 else ECHO, {"x": f"v{i}"}) for i in range(40)]
+        reqs.append(RemotingCommand.request(FAST, {"x": "boom"}))
+        reqs.append(RemotingCommand.request(FAST, {"x": "after"}))
+        writer.write(b"".join(r.encode() for r in reqs))
+        got = {r.opaque: r for r in await raw_frames(reader, len(reqs))}
+        assert len(seen) == len(reqs) and seen[0] == reqs[0].encode()[4:]
+        for i, req in enumerate(reqs[:40]):
+            assert got[req.opaque].ext_fields["echo"] == f"v{i}"
+            assert got[req.opaque].remark == ("fast" if i % 2 else None)
+        boom = got[reqs[40].opaque]
+        assert boom.code == ResponseCode.SYSTEM_ERROR and boom.remark == "RuntimeError: fast boom"
+        assert got[reqs[41].opaque].remark == "fast"
+        writer.close()
+        await server.stop()
+    with caplog.at_level(logging.ERROR, logger="mqtool.remoting"):
+        run(scenario())
+    assert sum("failed" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_with_a_fast_path_a_frame_before_garbage_is_still_answered():
+    from mqtool_remoting.transport import Server
+
+    async def scenario():
+        closed = asyncio.Queue()
+        server = await Server(Service().handle, on_close=closed.put_nowait, fast=fast_hook([])).start("127.0.0.1", 0)
+        for junk in (b"\xff\xff\xff\xff", b"\x00\x00\x00\x08\x00\x00\x00\x04{{{{"):
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            first, second = RemotingCommand.request(FAST, {"x": "a"}), RemotingCommand.request(ECHO, {"x": "b"})
+            writer.write(first.encode() + second.encode() + junk)
+            answers = FrameDecoder().feed(await reader.read())      # the answers, then EOF
+            assert {a.opaque: a.ext_fields["echo"] for a in answers} == {first.opaque: "a", second.opaque: "b"}
+            await closed.get()
+            writer.close()
+        await server.stop()
+    run(scenario())

@@ -1,0 +1,149 @@
+"""The send hot path: a SEND_MESSAGE_V2 frame to its answer frame in one synchronous call.
+
+`fast_send` is the broker's `Server(fast=...)` hook. It takes the common send only: a JSON-header
+SEND_MESSAGE_V2 request (not oneway) with every V2 field in the form every client sends, to an
+existing writable topic that is not a retry, DLQ or system topic, with no DELAY or TRAN_MSG property
+and no transaction bits, on an ASYNC_MASTER with ASYNC_FLUSH and no ACL, where the put never waits
+(no SYNC_FLUSH, no SYNC_MASTER, no controller mode in-sync minimum). It answers exactly what
+`send.send_message` under `BrokerController.handle` answers and stores the same record, through
+the same functions (properties, Message, MessageStore.put, the SEND_OK template), minus the general
+path's command object, coroutines, header dataclass and layers; tests/broker/test_fastsend.py holds
+the two to the same bytes on disk and on the wire. Anything else returns None: the frame is decoded
+and takes the general path, which also words every refusal.
+"""
+from __future__ import annotations
+
+import random
+import struct
+import time
+
+from mqtool.broker.send import PERM_WRITE, _put_response, _send_ok, peer_host
+from mqtool.broker.stats import SENT_CODES
+from mqtool.broker.topics import NOT_ALLOWED_SEND_TOPICS, check_topic_name
+from mqtool_remoting.codes import RequestCode
+from mqtool_remoting.command import RemotingCommand
+from mqtool_store.codes import RETRY_GROUP_TOPIC_PREFIX, Prop, SysFlag
+from mqtool_store.messagestore import Message, PutStatus
+from mqtool_store.properties import format_properties, parse_properties
+from mqtool_store.storeconfig import ASYNC_MASTER, SYNC_FLUSH
+
+try:
+    from orjson import JSONDecodeError as _JSONError, loads as _loads
+except ImportError:                      # without orjson the general path takes every frame
+    _loads = None
+
+_INT = struct.Struct(">i")
+_FRAME_HEAD = struct.Struct(">ii")
+# fastjson writes bean properties in alphabetical order: "code" leads every header Java, mqtool and
+# the C++ client write; a header that starts otherwise simply takes the general path.
+_SEND_V2 = b'{"code":%d,' % RequestCode.SEND_MESSAGE_V2
+_HEAD_AT = 4                             # the header follows the header-length int
+_MULTI_TAGS = int(SysFlag.MULTI_TAGS_FLAG)
+_NAMES_OK: set[str] = set()              # topic names check_topic_name passed (a pure check)
+_NAMES_MAX = 4096
+_PUT_OK = PutStatus.PUT_OK
+
+
+_SMALL = {str(i): i for i in range(-1, 1024)}   # the queue ids, flags and counts clients send, parsed once
+
+
+def _plain_int(v, digits: int = 10):
+    """A V2 int field as the compiled header reader takes it without the general reader (ASCII
+    digits short enough to be in range, or a minus sign before them): its value, else None."""
+    if type(v) is not str:
+        return None
+    d = v[1:] if v[:1] == "-" else v
+    if 0 < len(d) < digits and d.isdigit() and d.isascii():
+        return int(v)
+    return None
+
+
+def can_take_sends(ctrl) -> bool:
+    """Whether a send's put never waits and no request-level hook applies (else: the general path)."""
+    sc = ctrl.store_config
+    return (ctrl.acl is None and ctrl.writeable and sc.brokerRole == ASYNC_MASTER and sc.flushDiskType != SYNC_FLUSH
+            and ctrl.flush_waiters is None
+            and (ctrl.autoswitch is None or sc.minInSyncReplicas <= 1))
+
+
+def fast_send(ctrl, conn, body: bytes) -> bytes | None:
+    """The answer frame to one request frame (`body`: the bytes after the length field), or None."""
+    if not body.startswith(_SEND_V2, _HEAD_AT) or _loads is None or not can_take_sends(ctrl):
+        return None
+    mark = _INT.unpack_from(body, 0)[0]
+    if mark >> 24:                                   # ROCKETMQ (binary) header
+        return None
+    hlen = mark & 0xFFFFFF
+    try:
+        head = _loads(memoryview(body)[4:4 + hlen])
+    except _JSONError:
+        return None
+    opaque, ext, flag = head.get("opaque"), head.get("extFields"), head.get("flag", 0)
+    if type(opaque) is not int or type(flag) is not int or flag != 0 or type(ext) is not dict \
+            or type(head.get("version", 0)) is not int or type(head.get("language", "")) is not str \
+            or type(head.get("remark", "")) is not str or head.get("code") != RequestCode.SEND_MESSAGE_V2:
+        return None
+    try:
+        "".join(ext.values())                        # every value a str, as Java sends them
+    except TypeError:
+        return None
+    topic, props_text = ext.get("b"), ext.get("i", "")
+    if type(ext.get("a")) is not str or type(topic) is not str or type(ext.get("c")) is not str \
+            or type(props_text) is not str:
+        return None
+    small = _SMALL.get
+    queue_id, sys_flag, flag, queue_nums = small(ext.get("e")), small(ext.get("f")), small(ext.get("h")), \
+        small(ext.get("d"))
+    if queue_id is None:
+        queue_id = _plain_int(ext.get("e"))
+    if sys_flag is None:
+        sys_flag = _plain_int(ext.get("f"))
+    if flag is None:
+        flag = _plain_int(ext.get("h"))
+    born_ts = _plain_int(ext.get("g"), 19)
+    if queue_id is None or sys_flag is None or flag is None or born_ts is None or \
+            (queue_nums is None and _plain_int(ext.get("d")) is None):
+        return None
+    reconsume = ext.get("j", "0")
+    reconsume = small(reconsume) if reconsume in _SMALL else _plain_int(reconsume)
+    batch = ext.get("m")
+    if reconsume is None or sys_flag & 0xC or (batch is not None and batch.lower() == "true"):
+        return None
+    if "DELAY\x01" in props_text or "TRAN_MSG\x01" in props_text:
+        return None
+    if topic not in _NAMES_OK:
+        if check_topic_name(topic) is not None:
+            return None
+        if len(_NAMES_OK) >= _NAMES_MAX:
+            _NAMES_OK.clear()
+        _NAMES_OK.add(topic)
+    cfg = ctrl.topics.get(topic)
+    if cfg is None or topic in NOT_ALLOWED_SEND_TOPICS or not cfg.perm & PERM_WRITE \
+            or (cfg.order and not ctrl.config.brokerPermission & PERM_WRITE) \
+            or queue_id >= max(cfg.readQueueNums, cfg.writeQueueNums) or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return None
+    # From here on: what send_message and BrokerController.put do for this request.
+    start = time.monotonic()
+    if queue_id < 0:
+        queue_id = random.randrange(cfg.writeQueueNums or 1)
+    if cfg.topicFilterType == "MULTI_TAG":
+        sys_flag |= _MULTI_TAGS
+    props = parse_properties(props_text)
+    if props.get(Prop.WAIT) == "true":
+        del props[Prop.WAIT]
+    props[Prop.CLUSTER] = ctrl.config.brokerClusterName
+    msg = Message(topic, queue_id, body[4 + hlen:], props, format_properties(props), flag, sys_flag, born_ts,
+                  peer_host(conn), reconsume)
+    result = ctrl.put_now(msg)
+    if result.status is _PUT_OK:
+        config = ctrl.config
+        template = _send_ok(config.regionId, "true" if config.traceOn else "false")
+        if template is not None:
+            header = template.fill(opaque, result.msg_ids[0], str(queue_id), str(result.queue_offset))
+            ctrl.stats.put_time(int((time.monotonic() - start) * 1000))
+            return _FRAME_HEAD.pack(4 + len(header), len(header)) + header
+    cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque, 0)
+    resp = _put_response(cmd, ctrl, result, queue_id)
+    if resp.code in SENT_CODES:
+        ctrl.stats.put_time(int((time.monotonic() - start) * 1000))
+    return resp.encode()
