@@ -74,6 +74,8 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
     if mark >> 24:                                   # ROCKETMQ (binary) header
         return None
     hlen = mark & 0xFFFFFF
+    if 4 + hlen > len(body):                         # the decoder refuses it (FrameError: the connection closes)
+        return None
     try:
         head = _loads(memoryview(body)[4:4 + hlen])
     except _JSONError:

@@ -18,6 +18,7 @@ from mqtool.broker.controller import BrokerController
 from mqtool.broker.topics import TopicConfig
 from mqtool_remoting.codes import RequestCode, ResponseCode, SerializeType
 from mqtool_remoting.command import RemotingCommand, decode_frame_body
+from mqtool_remoting.errors import FrameError
 from mqtool_store import messagestore
 
 FIXED_MS = 1_760_000_000_123
@@ -168,6 +169,23 @@ def test_what_the_fast_path_leaves_to_the_general_one(pair):
     ]
     took = run_both(fast, general, loop, cases)
     assert not any(took)
+
+
+def test_a_header_length_past_the_frame_is_left_to_the_decoder(pair):
+    """A frame whose header length runs past it closes the connection (FrameError) on the general
+    path; the fast path must not store it, even when the JSON it can see parses."""
+    fast, _general, loop = pair
+    frame = frame_of(RequestCode.SEND_MESSAGE_V2, v2(), b"")
+    body = frame[4:]
+    hlen = int.from_bytes(body[:4], "big")
+    lying = (hlen + 10).to_bytes(4, "big") + body[4:]
+
+    async def fast_answer():
+        return fastsend.fast_send(fast, FakeConn(), lying)
+    assert loop.run_until_complete(fast_answer()) is None
+    with pytest.raises(FrameError):
+        decode_frame_body(lying)
+    assert fast.store.commitlog_max_offset == 0
 
 
 def test_broker_states_that_send_everything_the_general_way(pair):
