@@ -280,6 +280,28 @@ def test_a_batch_killed_before_its_commit_is_not_seen_and_its_rerun_lands_once(l
     assert on_disk == 120                                          # the orphans were removed by the rerun
 
 
+def test_the_export_continues_a_checkpoint_of_sparks_own_file_sink(live, spark, tmp_path):
+    """A lake and checkpoint Spark's file sink started (the previous write path) are continued:
+    the new messages only, each once, across a compaction of the metadata log (batch 9)."""
+    from mqtool.spark.livejobs import stream_export
+    _run(_create(live.ns, "Handed"))
+    _run(_send(live.ns, "Handed", 30))
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    q = (spark.readStream.format("rocketmq").option("namesrv", live.ns).option("topics", "Handed").load()
+         .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ck))
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    assert q.exception() is None and spark.read.parquet(str(out)).count() == 30
+    _run(_send(live.ns, "Handed", 130, start=30))
+    seen = []
+    result = stream_export(spark, {"namesrv": live.ns, "topics": "Handed", "maxMessagesPerTrigger": "13"},
+                           str(out), str(ck), [], None, seen.append)
+    assert result["rows"] == 130 and seen[0]["batchId"] == 1 and seen[-1]["batchId"] >= 10
+    assert (out / "_spark_metadata" / "9.compact").exists()
+    rows = spark.read.parquet(str(out)).select("properties").collect()
+    assert sorted(int(r.properties["seq"]) for r in rows) == list(range(160))
+
+
 def test_replay_sends_an_export_back_with_keys_tags_and_properties(live, spark, tmp_path):
     src = tmp_path / "orders.parquet"
     _read(spark, live.ns, topics="Orders").write.parquet(str(src))
