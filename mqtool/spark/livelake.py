@@ -126,6 +126,7 @@ def lake_export(spark, options: dict, out: str, checkpoint: str, partition_by: l
         start = previous if previous is not None else reader.initialOffset()
         if planned is not None and log.latest() >= batch_id:     # in the lake; only its commit record is missing
             ck.write_commit(batch_id)
+            ck.clear_pending(batch_id)
             continue
         end = planned if planned is not None else reader.latestOffset(start, limit)
         if end != start or planned is not None:
