@@ -25,6 +25,7 @@ import uuid
 from mqtool.spark.sinklog import Checkpoint, SinkLog
 
 STAGING_PREFIX = "mqtool-batch-"
+ROWS_PER_FILE = 1 << 20      # a large micro-batch: tasks of up to this many rows, a multiple of the cores
 
 
 def _task(fs, staging: str, job: str, opts, parts: list[str]):
@@ -52,20 +53,35 @@ def _remove_stale_staging(out: str) -> None:
             os.rmdir(tmp)
 
 
+def _tasks(reader, start: dict, end: dict, cores: int) -> list:
+    """The batch's queue ranges in tasks: a small batch as the source packs it (`datasource.
+    ROWS_PER_TASK` a task); a large one in a multiple of `cores` tasks (no round of tasks with
+    idle cores at the end), each of up to ROWS_PER_FILE rows: every task writes one file."""
+    from mqtool.spark.datasource import ROWS_PER_TASK
+    from mqtool.spark.liveplan import QueueRange, pack
+    pieces = [QueueRange(*r) for p in reader.partitions(start, end) for r in p.value]
+    total = sum(p.size for p in pieces)
+    per_task = ROWS_PER_TASK
+    if total > ROWS_PER_TASK:
+        n = max(cores, 1) * -(-total // (max(cores, 1) * ROWS_PER_FILE))
+        per_task = max(-(-total // n), 1)
+    return pack(pieces, reader.opts.min_partitions, per_task)
+
+
 def _write_batch(spark, reader, batch_id: int, start: dict, end: dict, out: str, parts: list[str]):
     """One micro-batch's files, staged: [(attempt directory, [[relative path, rows], ...]), ...]."""
     import pyarrow.fs as pafs
 
     from mqtool.spark.progress import describe
-    partitions = reader.partitions(start, end)
-    if not partitions:
+    groups = _tasks(reader, start, end, spark.sparkContext.defaultParallelism)
+    if not groups:
         return [], None
     fs = pafs.LocalFileSystem()
     job = f"{STAGING_PREFIX}{batch_id}-{uuid.uuid4().hex[:12]}"
     staging = os.path.join(out, "_temporary", job)
     fs.create_dir(staging, recursive=True)
-    describe(spark.sparkContext, f"export: micro-batch {batch_id}, {len(partitions)} tasks")
-    items = [(i, p.value) for i, p in enumerate(partitions)]
+    describe(spark.sparkContext, f"export: micro-batch {batch_id}, {len(groups)} tasks")
+    items = [(i, [(r.topic, r.broker, r.queue_id, r.start, r.end) for r in g]) for i, g in enumerate(groups)]
     try:
         results = spark.sparkContext.parallelize(items, len(items)).mapPartitions(
             _task(fs, staging, job, reader.opts, parts)).collect()
