@@ -1,8 +1,12 @@
 """The `rocketmq` Spark source and sink against a live local broker, beside same-run baselines.
 
-    python benchmarks/spark_live.py [--messages 1000000] [--stream-seconds 30] [--rate 2000] [--quick] [--json]
+    python benchmarks/spark_live.py [--messages 2000000] [--stream-seconds 30] [--rate 2000] [--quick] [--json]
 
 One broker (ASYNC_FLUSH, embedded name server), `local[2]`:
+- lake: the CLI as a user runs it, end to end (process start, Spark start included): the live
+  export into Parquet (`mqtool spark export -n NS -t T -o LAKE --checkpoint CK --available-now`)
+  against the offline export of the same broker's store (`mqtool spark export STORE -o OUT -t T`),
+  seconds and their ratio (offline / live: 1.0 is as fast);
 - batch read: N messages of 128 B read with spark.read.format("rocketmq") into Spark's noop sink
   (the read alone) and into Parquet (Spark's writer), against the offline `spark export` of the
   same broker's store in the same session (rows/s ratios; each side warmed by one whole run first);
@@ -92,12 +96,29 @@ def stream_latency(spark, ns: str, topic: str, rate: int, seconds: float, tmp: P
             "seconds": seconds}
 
 
+def cli_seconds(*args) -> float:
+    """Wall time of one `mqtool spark export ...` run, as a user runs it."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "mqtool", "spark", "export", *map(str, args), "--master", "local[2]"],
+                   cwd=REPO, capture_output=True, text=True, timeout=1800, check=True)
+    return time.perf_counter() - t0
+
+
+def lake(ns: str, store: Path, topic: str, tmp: Path) -> dict:
+    """Live export into Parquet against the offline export of the same messages, both end to end."""
+    live_s = cli_seconds("-n", ns, "-t", topic, "-o", tmp / "lake", "--checkpoint", tmp / "lake-ck", "--available-now")
+    offline_s = cli_seconds(store, "-o", tmp / "lake-offline", "-t", topic)
+    return {"live_export_s": round(live_s, 2), "offline_export_s": round(offline_s, 2),
+            "live_export_ratio": round(offline_s / live_s, 3)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--messages", type=int, default=2_000_000)
     ap.add_argument("--stream-seconds", type=float, default=30.0)
     ap.add_argument("--rate", type=int, default=2000)
     ap.add_argument("--quick", action="store_true", help="20,000 messages, 5 s of streaming (a smoke run)")
+    ap.add_argument("--lake-only", action="store_true", help="only the live/offline export to Parquet, end to end")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.quick:
@@ -118,6 +139,10 @@ def main() -> int:
         for t in ("Bench", "Replay", "Stream"):
             b.create_topic(t, 8)
         result["send_batch_msg_s"] = send_cli(b.namesrv, "Bench", a.messages)
+        result["lake"] = lake(b.namesrv, b.tmp / "store", "Bench", tmp)
+        if a.lake_only:
+            print(json.dumps(result) if a.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
+            return 0
         spark, _log = spark_session("local[2]", log_dir=tmp / "log")
         register(spark)
         try:

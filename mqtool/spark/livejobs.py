@@ -1,6 +1,6 @@
-"""The CLI's jobs over a live cluster: incremental export into Parquet (Spark's file sink and its
-metadata log, so each message lands exactly once however often the export is run or killed),
-and replay of Parquet rows into a topic."""
+"""The CLI's jobs over a live cluster: incremental export into Parquet (Spark's file sink layout and
+its `_spark_metadata` log, so each message lands exactly once however often the export is run or
+killed), and replay of Parquet rows into a topic."""
 from __future__ import annotations
 
 import time
@@ -13,9 +13,13 @@ LIVE_PARTITION_COLUMNS = ("topic", "broker_name", "queue_id", "store_date")
 
 def stream_export(spark, options: dict, out: str, checkpoint: str, partition_by: list[str],
                   interval_s: float | None, on_batch=None, stopping=lambda: False) -> dict:
-    """Run the export query until it has read everything there is (`interval_s` None: Spark's
-    availableNow trigger) or until `stopping()` (a processing-time trigger every interval_s).
-    Returns totals; `on_batch(progress)` is called once per finished micro-batch."""
+    """Run the export until it has read everything there is (`interval_s` None: availableNow) or
+    until `stopping()` (a micro-batch every interval_s). Returns totals; `on_batch(progress)` is
+    called once per finished micro-batch. A local OUT: tasks write Parquet themselves and the
+    driver commits each batch by its id (`livelake`); a URI: Spark's file sink."""
+    if "://" not in str(out) and "://" not in str(checkpoint):
+        from mqtool.spark.livelake import lake_export
+        return lake_export(spark, options, str(out), str(checkpoint), partition_by, interval_s, on_batch, stopping)
     register(spark)
     df = spark.readStream.format("rocketmq").options(**options).load()
     writer = (df.writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)

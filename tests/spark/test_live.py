@@ -247,6 +247,61 @@ def test_live_export_is_exactly_once_across_a_driver_kill(live, spark, tmp_path)
     assert sum(r["lag"] for r in json_lines(progress.stdout)) == 0, progress.stdout
 
 
+def test_a_batch_killed_before_its_commit_is_not_seen_and_its_rerun_lands_once(live, spark, tmp_path, monkeypatch):
+    """The driver dies after moving batch 1's files into the lake, before its `_spark_metadata`
+    entry: a reader honouring the log sees batch 0 only; a rerun replaces the orphans, each message once."""
+    import pyarrow.dataset as ds
+
+    from mqtool.spark import sinklog
+    from mqtool.spark.livejobs import stream_export
+    _run(_create(live.ns, "Killed"))
+    _run(_send(live.ns, "Killed", 120))
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    options = {"namesrv": live.ns, "topics": "Killed", "maxMessagesPerTrigger": "50"}
+    real_add = sinklog.SinkLog.add
+
+    def dies_at_batch_1(self, batch_id, paths):
+        if batch_id == 1:
+            raise SystemExit("killed")
+        real_add(self, batch_id, paths)
+    monkeypatch.setattr(sinklog.SinkLog, "add", dies_at_batch_1)
+    with pytest.raises(SystemExit):
+        stream_export(spark, options, str(out), str(ck), ["queue_id"], None)
+    monkeypatch.setattr(sinklog.SinkLog, "add", real_add)
+    on_disk = ds.dataset(out, format="parquet", partitioning="hive", ignore_prefixes=["_", "."]).count_rows()
+    assert on_disk == 100                                          # batch 1's files are in the lake ...
+    assert spark.read.parquet(str(out)).count() == 50              # ... but a reader honouring the log sees batch 0
+    seen = []
+    result = stream_export(spark, options, str(out), str(ck), ["queue_id"], None, seen.append)
+    assert [p["batchId"] for p in seen] == [1, 2] and result["rows"] == 70
+    rows = spark.read.parquet(str(out)).select("queue_id", "queue_offset", "properties").collect()
+    assert sorted(int(r.properties["seq"]) for r in rows) == list(range(120))
+    on_disk = ds.dataset(out, format="parquet", partitioning="hive", ignore_prefixes=["_", "."]).count_rows()
+    assert on_disk == 120                                          # the orphans were removed by the rerun
+
+
+def test_the_export_continues_a_checkpoint_of_sparks_own_file_sink(live, spark, tmp_path):
+    """A lake and checkpoint Spark's file sink started (the previous write path) are continued:
+    the new messages only, each once, across a compaction of the metadata log (batch 9)."""
+    from mqtool.spark.livejobs import stream_export
+    _run(_create(live.ns, "Handed"))
+    _run(_send(live.ns, "Handed", 30))
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    q = (spark.readStream.format("rocketmq").option("namesrv", live.ns).option("topics", "Handed").load()
+         .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ck))
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    assert q.exception() is None and spark.read.parquet(str(out)).count() == 30
+    _run(_send(live.ns, "Handed", 130, start=30))
+    seen = []
+    result = stream_export(spark, {"namesrv": live.ns, "topics": "Handed", "maxMessagesPerTrigger": "13"},
+                           str(out), str(ck), [], None, seen.append)
+    assert result["rows"] == 130 and seen[0]["batchId"] == 1 and seen[-1]["batchId"] >= 10
+    assert (out / "_spark_metadata" / "9.compact").exists()
+    rows = spark.read.parquet(str(out)).select("properties").collect()
+    assert sorted(int(r.properties["seq"]) for r in rows) == list(range(160))
+
+
 def test_replay_sends_an_export_back_with_keys_tags_and_properties(live, spark, tmp_path):
     src = tmp_path / "orders.parquet"
     _read(spark, live.ns, topics="Orders").write.parquet(str(src))
