@@ -26,7 +26,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 def leader_ready(addr: str) -> dict | None:
     out = cli("controller", "status", "-a", addr, "--json")
     meta = json.loads(out.stdout) if out.returncode == 0 else {}
-    return meta if meta.get("controllerLeaderId") else None
+    return meta if meta.get("controllerLeaderId") and meta.get("isLeader") else None
 
 
 async def two_brokers(addr: str) -> None:

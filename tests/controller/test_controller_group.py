@@ -19,9 +19,19 @@ from tests.servers import Process, drain, free_port_pair, wait_until
 C, A = "DefaultCluster", "broker-a"
 
 
-def leader_of(addrs: str) -> str | None:
+def status(addrs: str) -> dict:
     out = cli("controller", "status", "-a", addrs, "--json")
-    return json.loads(out.stdout).get("controllerLeaderId") if out.returncode == 0 else None
+    return json.loads(out.stdout) if out.returncode == 0 else {}
+
+
+def leader_of(addrs: str, ports: dict) -> str | None:
+    """The leader's id once the leader itself says it serves (isLeader): a Raft leader answers
+    CONTROLLER_NOT_LEADER until its first entry of the term commits, as DLedger's does."""
+    leader = status(addrs).get("controllerLeaderId")
+    if leader is None or leader not in ports:
+        return None
+    own = status(f"127.0.0.1:{ports[leader]}")
+    return leader if own.get("isLeader") and own.get("controllerLeaderId") == leader else None
 
 
 async def decide(addr: str) -> None:
@@ -52,12 +62,12 @@ def test_sigkill_of_the_leader_loses_no_answered_decision(tmp_path):
             procs[node] = Process(["controller", "start", "-c", str(conf)], "boot success")
             drain(procs[node])
         everyone = ";".join(f"127.0.0.1:{p}" for p in ports.values())
-        leader = wait_until("a leader", lambda: leader_of(everyone), 20)
+        leader = wait_until("a leader", lambda: leader_of(everyone, ports), 20)
         asyncio.run(decide(f"127.0.0.1:{ports[leader]}"))
         os.kill(procs[leader].proc.pid, signal.SIGKILL)
         procs.pop(leader).proc.wait(10)
         survivors = ";".join(f"127.0.0.1:{ports[n]}" for n in procs)
-        new = wait_until("a new leader", lambda: (lambda x: x if x and x != leader else None)(leader_of(survivors)),
+        new = wait_until("a new leader", lambda: (lambda x: x if x and x != leader else None)(leader_of(survivors, ports)),
                          20)
         assert new in procs
         state = json.loads(wait_until("the new leader's answer", lambda: cli(
