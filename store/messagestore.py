@@ -162,6 +162,8 @@ class MessageStore(Dispatch, Replication):
         self.append_listeners: list = []  # callables(commitlog max offset), after every put or append
         self.reput_from = 0               # slave: commit log offset dispatched up to
         self.dispatch_limit: int | None = None   # controller mode's confirmOffset: dispatch stops there
+        # Controller mode: the checkpoint keeps confirmOffset (byte 32) and recovery dispatches only up to it.
+        self.confirm_offsets = False
         self.reput_error: str | None = None
         self._reput_cond = threading.Condition()
         self.running = False
@@ -206,6 +208,10 @@ class MessageStore(Dispatch, Replication):
         self._spawn(self._flush_queues_loop, "consumequeue-flush")
         self._spawn(self._clean_loop, "clean-expired")
         self.reput_from = self.commitlog.max_offset
+        confirmed = self.recovery_report.confirm_offset
+        if confirmed is not None:             # the rest waits for a master's confirmOffset, or a promotion
+            self.reput_from = self.dispatch_limit = self.checkpoint.confirm_phy_offset = confirmed
+            self.write_checkpoint()
         if self.cfg.is_slave:
             self._spawn(self._reput_loop, "reput")
         return self
@@ -226,6 +232,8 @@ class MessageStore(Dispatch, Replication):
             self.checkpoint = decode_checkpoint(self._cp_file.mm, path)
 
     def write_checkpoint(self) -> None:
+        if self.confirm_offsets and self.dispatch_limit is None and not self.cfg.is_slave:
+            self.checkpoint.confirm_phy_offset = self.commitlog.max_offset     # a master alone confirms all
         self._cp_file.write_at(0, self.checkpoint.encode()[:40])
         self._cp_file.mm.flush()
 

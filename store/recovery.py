@@ -67,6 +67,8 @@ class RecoveryPlan:
     index_files_rebuilt: list[str] = field(default_factory=list)
     index_files_kept: list[str] = field(default_factory=list)   # written past the checkpoint, kept (Java drops them)
     redispatch_from: int = 0                # consume queues (and index) re-dispatched from here
+    queues_end: int = 0                     # where the furthest queue's last kept unit ends
+    confirm_offset: int | None = None       # controller mode: re-dispatch stops here (confirmOffset)
     index_rebuild_from: int | None = None   # the index alone from here, when it stops before the queues
     backup_bytes: int = 0                   # commit log bytes kept: cut tails and removed files
     backup_dir: str | None = None           # where they go (the name is the time it is made)
@@ -222,6 +224,7 @@ def compute_plan(root, commitlog_dir=None, file_size: int | None = None, abnorma
     plan.valid_end = end
     plan.vouched_until = end if vouched is None else min(vouched, end)
     max_phys, damaged_from = _plan_queues(paths, plan)
+    plan.queues_end = max(max_phys, 0)
     if abnormal:   # the queues hold every record the checkpoint vouches for, unless none ends that far
         cq_from = min(plan.vouched_until, max(max_phys, 0))
     else:          # ReputMessageService: from where the furthest queue ends
@@ -383,8 +386,14 @@ def recover_store(store, abnormal: bool) -> RecoveryPlan:
     cq_from = plan.redispatch_from if torn_from is None else min(plan.redispatch_from, torn_from)
     plan.redispatch_from = cq_from
     index_from = plan.index_rebuild_from if cfg.messageIndexEnable else None
+    if store.confirm_offsets:
+        plan.confirm_offset = _confirm_point(store, cp.confirm_phy_offset, plan)
+        log.info("store recovery: controller mode: consume queues and index only up to confirmOffset %d "
+                 "(checkpoint %d, queues end at %d, commit log at %d)", plan.confirm_offset,
+                 cp.confirm_phy_offset, plan.queues_end, plan.valid_end)
     done = redispatch(store, cq_from, index_from,
-                      progress=lambda n, total: log.info("store recovery: re-dispatched %d of %d bytes", n, total))
+                      progress=lambda n, total: log.info("store recovery: re-dispatched %d of %d bytes", n, total),
+                      end=plan.confirm_offset)
     plan.records_redispatched, plan.index_only_redispatched = done.records, done.index_only
     for (topic, qid), cq in store.queues.items():
         cq.correct_min_offset(store.commitlog.min_offset)
@@ -398,6 +407,19 @@ def recover_store(store, abnormal: bool) -> RecoveryPlan:
              f"{len(plan.index_files_rebuilt)}" if plan.index_files_kept or plan.index_files_rebuilt else "",
              plan.seconds)
     return plan
+
+
+def _confirm_point(store, persisted: int, plan: RecoveryPlan) -> int:
+    """Controller mode: where dispatch may go after a restart. The checkpoint's confirmPhyOffset,
+    clamped into [min offset, valid end] as 5.x's recovery does; never below what the consume queues
+    already hold (dispatch never passed confirmOffset, so they hold only confirmed records; the
+    checkpoint is written later than they are). A value that is no record boundary is not used."""
+    point = min(max(persisted, store.commitlog.min_offset, plan.queues_end), plan.valid_end)
+    if point != plan.queues_end and not store.record_starts_at(point):
+        log.warning("store recovery: checkpoint confirmOffset %d is not a record boundary: dispatching up to "
+                    "where the consume queues end (%d)", persisted, plan.queues_end)
+        return plan.queues_end
+    return point
 
 
 def _keep_cut_bytes(root: Path, plan: RecoveryPlan) -> None:

@@ -34,13 +34,18 @@ class Redispatched:
     bytes: int = 0
 
 
-def redispatch(store, cq_from: int, index_from: int | None = None, progress=None) -> Redispatched:
-    """Dispatch the store's records from min(cq_from, index_from) to the commit log's end.
+def redispatch(store, cq_from: int, index_from: int | None = None, progress=None,
+               end: int | None = None) -> Redispatched:
+    """Dispatch the store's records from min(cq_from, index_from) to the commit log's end, or to
+    `end` (controller mode's confirmOffset: only records ending at or before it).
     `progress(done_bytes, total_bytes)` is called every PROGRESS_EVERY_S seconds on a long one."""
     start = cq_from if index_from is None else min(cq_from, index_from)
     start = max(start, store.commitlog.min_offset)
+    stop = store.commitlog.max_offset if end is None else min(end, store.commitlog.max_offset)
     out = Redispatched()
-    total = max(0, store.commitlog.max_offset - start)
+    total = max(0, stop - start)
+    if total == 0:
+        return out
     shown = time.monotonic()
     topics: dict[bytes, str] = {}
     for f in store.commitlog.files:
@@ -50,9 +55,13 @@ def redispatch(store, cq_from: int, index_from: int | None = None, progress=None
         if lo and not _record_at(f.mm, lo, f.write_pos):
             lo = 0                      # not a record start: walk the file from its first record
         positions, _ = walk_array(f.mm, lo, f.write_pos)
-        positions = positions[positions >= start - f.start]
+        positions = positions[(positions >= start - f.start) & (positions < stop - f.start)]
         for lo in range(0, len(positions), BATCH):
             table, n_valid = header_table(f.mm, positions[lo:lo + BATCH], f.write_pos)
+            ends = table["position"][:n_valid] + table["total_size"][:n_valid]
+            cut = int(np.searchsorted(ends, stop - f.start, side="right"))
+            if cut < n_valid:                  # a record that ends past `stop` waits for its confirmation
+                n_valid = cut
             batch = _pending(f.mm, f.start, table, n_valid, cq_from, topics, out)
             if batch:
                 with store.put_lock:
@@ -66,6 +75,8 @@ def redispatch(store, cq_from: int, index_from: int | None = None, progress=None
                 progress(out.bytes, total)
             if n_valid < len(positions[lo:lo + BATCH]):
                 break
+        if f.start + f.write_pos >= stop:
+            break
     return out
 
 

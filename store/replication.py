@@ -88,8 +88,11 @@ class Replication:
             self.dispatch_limit = None
 
     def set_dispatch_limit(self, offset: int | None) -> None:
-        """confirmOffset: records ending past it stay out of consume queues (None: no limit)."""
+        """confirmOffset: records ending past it stay out of consume queues (None: no limit, what
+        is put is confirmed at once). Kept in the checkpoint (confirmPhyOffset) with its next write."""
         self.dispatch_limit = offset
+        if offset is not None:
+            self.checkpoint.confirm_phy_offset = offset
         if self.cfg.is_slave:
             with self._reput_cond:
                 self._reput_cond.notify_all()
@@ -136,6 +139,8 @@ class Replication:
                 self.topic_queue_table[(topic, qid)] = cq.max_offset
             self.reput_from = min(self.reput_from, offset)
             self.reput_error = None
+            if self.checkpoint.confirm_phy_offset > offset:
+                self.checkpoint.confirm_phy_offset = offset
             return top - offset
 
     def _reput_loop(self) -> None:

@@ -155,6 +155,7 @@ class BrokerController:
         self.store_config.haListenPort = config.listenPort + 1 if config.listenPort else 0
         ip = ipaddress.ip_address(config.brokerIP1).packed
         self.store = MessageStore(self.store_config, (ip, config.listenPort))
+        self.store.confirm_offsets = config.enableControllerMode
         self.store.wake_dispatcher = False       # put() schedules the drain on the loop (_drain_dispatch)
         self._drain_soon = False
         cfg_dir = self.store_config.root / "config"

@@ -64,3 +64,77 @@ def test_truncation_cuts_the_tail_at_a_record_and_keeps_the_cut_bytes(tmp_path):
     backup = next((tmp_path / "a").glob("recovery-backup-*"))
     kept = {p.name for p in (backup / "commitlog").iterdir()}
     assert set(tail_files) <= kept
+
+
+def _confirmed_in_checkpoint(root) -> int:
+    return int.from_bytes((root / "checkpoint").read_bytes()[32:40], "big", signed=True)
+
+
+def _open(root, role="SLAVE", confirm_offsets=True) -> MessageStore:
+    store = MessageStore(config(root, role))
+    store.confirm_offsets = confirm_offsets                # what enableControllerMode=true sets
+    return store.start()
+
+
+@pytest.mark.parametrize("abnormal", [False, True])
+def test_confirm_offset_is_kept_in_the_checkpoint_and_bounds_dispatch_after_a_restart(tmp_path, abnormal):
+    root = tmp_path / "m"
+    m = _open(root, "ASYNC_MASTER")
+    fill(m, 30)
+    mark = m.commitlog_max_offset
+    m.set_dispatch_limit(mark)
+    fill(m, 30, start=30)                             # stored past confirmOffset: not consumable yet
+    m.shutdown()
+    assert _confirmed_in_checkpoint(root) == mark
+    if abnormal:
+        (root / "abort").touch()
+    with _open(root) as r:                            # restarts fenced, as a slave (controller mode)
+        assert sum(r.max_offset("T", q) for q in range(3)) == 30
+        assert (r.reput_from, r.dispatch_limit) == (mark, mark)
+        assert r.recovery_report.confirm_offset == mark
+        r.set_dispatch_limit(r.commitlog_max_offset)  # the master's next frame confirms the rest
+        wait_dispatched(r)
+        assert sum(r.max_offset("T", q) for q in range(3)) == 60
+
+
+def test_without_controller_mode_recovery_dispatches_to_the_end(tmp_path):
+    root = tmp_path / "m"
+    m = _open(root, "ASYNC_MASTER", confirm_offsets=False)
+    fill(m, 30)
+    m.set_dispatch_limit(m.commitlog_max_offset)
+    fill(m, 30, start=30)
+    m.shutdown()
+    with _open(root, "ASYNC_MASTER", confirm_offsets=False) as r:
+        assert sum(r.max_offset("T", q) for q in range(3)) == 60
+        assert r.dispatch_limit is None and r.recovery_report.confirm_offset is None
+
+
+def test_a_master_alone_confirms_all_it_holds_and_truncation_lowers_confirm_offset(tmp_path):
+    root = tmp_path / "m"
+    with _open(root, "ASYNC_MASTER") as m:
+        m.set_dispatch_limit(None)                    # a SyncStateSet of one: confirmOffset = max offset
+        fill(m, 700)
+        m.write_checkpoint()
+        assert _confirmed_in_checkpoint(root) == m.commitlog_max_offset
+        m.set_dispatch_limit(m.commitlog_max_offset)
+        cut_at = m.commitlog.files[1].start
+        m.become_slave()
+        m.truncate_files(cut_at)
+        m.write_checkpoint()
+        assert _confirmed_in_checkpoint(root) == cut_at
+    with _open(root) as r:
+        assert r.dispatch_limit == cut_at == r.commitlog_max_offset
+
+
+def test_a_checkpoint_confirm_offset_off_a_record_falls_back_to_the_queues_end(tmp_path):
+    root = tmp_path / "m"
+    m = _open(root, "ASYNC_MASTER")
+    fill(m, 30)
+    mark = m.commitlog_max_offset
+    m.set_dispatch_limit(mark)
+    fill(m, 30, start=30)
+    m.set_dispatch_limit(mark + 7)                    # not a record boundary (a damaged checkpoint)
+    m.shutdown()
+    with _open(root) as r:
+        assert r.dispatch_limit == mark
+        assert sum(r.max_offset("T", q) for q in range(3)) == 30
