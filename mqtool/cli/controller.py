@@ -9,6 +9,7 @@ import typer
 
 from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, UsageError, err_console, register_lazy
 from mqtool.cli.output import console, emit_json, table
+from mqtool.cli.send import NamesrvOpt
 from mqtool.cli.serve import parse_listen, run_until_signal, setup_logging
 
 app = typer.Typer(help="Run a controller (RocketMQ 5 controller mode) and ask it: leader, syncStateSets, elections.",
@@ -34,6 +35,24 @@ def run(addrs: str, fn):
         finally:
             await admin.close()
     return asyncio.run(go())
+
+
+def cluster_broker_names(namesrv: str, cluster: str) -> list[str]:
+    """The broker names the name server lists under `cluster` (CommandUtil.fetchBrokerNameByClusterName)."""
+    import asyncio
+
+    from mqtool.client.admin import Admin
+
+    async def go():
+        admin = Admin(namesrv)
+        try:
+            return await admin.cluster_info()
+        finally:
+            await admin.close()
+    names = asyncio.run(go()).get("clusterAddrTable", {}).get(cluster)
+    if not names:
+        raise UsageError(f"cluster {cluster!r} has no broker on name server {namesrv}")
+    return sorted(names)
 
 
 def read_props(config_file: Path | None) -> dict[str, str]:
@@ -105,12 +124,21 @@ def status(controller: ControllerOpt = "127.0.0.1:9878", json_out: JsonOpt = Fal
 
 @app.command("sync-state")
 def sync_state(
-    broker: Annotated[list[str], typer.Option("-b", "--broker", help="Broker set (brokerName); repeat for more.")],
+    broker: Annotated[Optional[list[str]], typer.Option("-b", "--broker",
+                                                        help="Broker set (brokerName); repeat for more.")] = None,
+    cluster: Annotated[Optional[str], typer.Option("-c", "--cluster", help="Every broker set of this cluster, "
+                                                   "as the name server lists them.")] = None,
+    namesrv: NamesrvOpt = "127.0.0.1:9876",
     controller: ControllerOpt = "127.0.0.1:9878",
     json_out: JsonOpt = False,
 ) -> None:
     """Each broker set's master, epochs and syncStateSet, in and out (mqadmin getSyncStateSet)."""
-    info = run(controller, lambda a: a.sync_state_sets(broker))
+    names = list(broker or [])
+    if cluster:
+        names += [n for n in cluster_broker_names(namesrv, cluster) if n not in names]
+    elif not names:
+        raise UsageError("give -b BROKER_NAME (repeatable) or -c CLUSTER")
+    info = run(controller, lambda a: a.sync_state_sets(names))
     if json_out:
         for name, r in info.replicasInfoTable.items():
             emit_json({"brokerName": name, **r.to_dict()})

@@ -102,6 +102,36 @@ def test_sync_state_and_elect(controller):
     assert unknown.returncode == 1 and unknown.stderr.strip().endswith("broker set nope is not known to the controller")
 
 
+def test_sync_state_of_a_whole_cluster_through_the_name_server(controller, tmp_path):
+    from tests.namesrv.test_namesrv_codes import register
+    port = free_port()
+    ns = Process(["namesrv", "start", "--listen", f"127.0.0.1:{port}", "--kv-config", str(tmp_path / "kv.json")],
+                 "boot success")
+    try:
+        ns_addr, addr = f"127.0.0.1:{port}", controller["addr"]
+
+        async def registered_then(*args):         # the name server forgets a broker whose channel closes
+            conn = await connect(ns_addr)
+            try:
+                assert (await conn.request(register(A, "127.0.0.1:1001", C, {"T": 0}))).code == R.SUCCESS
+                return await asyncio.get_running_loop().run_in_executor(None, lambda: cli(*args))
+            finally:
+                await conn.close()
+        out = asyncio.run(registered_then("controller", "sync-state", "-a", addr, "-n", ns_addr, "-c", C, "--json"))
+        assert out.returncode == 0, out.stderr
+        rows = [json.loads(line) for line in out.stdout.splitlines()]
+        assert [(r["brokerName"], r["masterBrokerId"]) for r in rows] == [(A, 1)]
+        table = asyncio.run(registered_then("getSyncStateSet", "-a", addr, "-n", ns_addr, "-c", C)).stdout
+        assert A in table and "127.0.0.1:1002" in table
+        nope = cli("controller", "sync-state", "-a", addr, "-n", ns_addr, "-c", "Nope")
+        assert nope.returncode != 0 and nope.stderr.strip() == \
+            f"mqtool: error: cluster 'Nope' has no broker on name server {ns_addr}"
+        neither = cli("controller", "sync-state", "-a", addr)
+        assert neither.returncode != 0 and "give -b BROKER_NAME (repeatable) or -c CLUSTER" in neither.stderr
+    finally:
+        assert ns.stop() == 0
+
+
 def test_elect_switches_over_to_a_live_in_sync_replica(controller):
     addr = controller["addr"]
 
