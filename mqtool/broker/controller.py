@@ -272,29 +272,23 @@ class BrokerController:
     async def _start_ha(self, host: str) -> None:
         from mqtool.ha.master import HAMaster
         from mqtool.ha.slave import HASlave
-        if self.replicas is not None:
-            from mqtool.ha.autoswitch import AutoSwitchHA
-            self.autoswitch = AutoSwitchHA(self.store, self.store_config, self.replicas.epochs,
-                                           my_id=lambda: self.replicas.controller_id, propose=self.replicas.propose,
-                                           on_confirm=self._confirm_moved)
-            self.replicas.ha = self.autoswitch
-            try:
-                await self.autoswitch.start(host, self.store_config.haListenPort)
-                self.store_config.haListenPort = self.autoswitch.port
-                return
-            except OSError as exc:
-                await self.fast_server.stop()
-                await self.server.stop()
-                await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
-                raise OSError(f"cannot listen on the HA port {self.store_config.haListenPort} (listenPort + 1): "
-                              f"{exc.strerror or exc}") from None
-        if self.is_slave:
+        if self.replicas is None and self.is_slave:
             configured = self.store_config.haMasterAddress
             self.ha_slave = HASlave(self.store, self.store_config, configured if len(configured) >= 6 else "").start()
             return
         try:
-            self.ha_master = await HAMaster(self.store, self.store_config).start(host, self.store_config.haListenPort)
-            self.store_config.haListenPort = self.ha_master.port      # a random listen port gets a random HA port
+            if self.replicas is not None:
+                from mqtool.ha.autoswitch import AutoSwitchHA
+                self.autoswitch = AutoSwitchHA(self.store, self.store_config, self.replicas.epochs,
+                                               my_id=lambda: self.replicas.controller_id,
+                                               propose=self.replicas.propose, on_confirm=self._confirm_moved)
+                self.replicas.ha = self.autoswitch
+                await self.autoswitch.start(host, self.store_config.haListenPort)
+                self.store_config.haListenPort = self.autoswitch.port
+            else:
+                self.ha_master = await HAMaster(self.store, self.store_config).start(host,
+                                                                                     self.store_config.haListenPort)
+                self.store_config.haListenPort = self.ha_master.port   # a random listen port gets a random HA port
         except OSError as exc:
             await self.fast_server.stop()
             await self.server.stop()
