@@ -20,7 +20,7 @@ import heapq
 import itertools
 import logging
 
-from mqtool.ha.master import Rate, now_ms
+from mqtool.ha.master import Rate, now_ms, read_from_replica
 from mqtool.ha.slave import HASlave
 from mqtool_store.epochfile import EpochFile, find_consistent_point, with_ends
 from mqtool_store.errors import ReplicationError
@@ -59,28 +59,15 @@ class ReplicaConnection:
 
     async def _read_loop(self) -> None:
         frames = SlaveFrameReader()
-        idle_s = self.ha.cfg.haHousekeepingInterval / 1000
-        try:
-            while True:
-                try:
-                    async with asyncio.timeout(idle_s):
-                        data = await self.reader.read(READ_CHUNK)
-                except TimeoutError:
-                    self.close(f"nothing from the replica for {idle_s:g} s")
-                    return
-                if not data:
-                    self.close("the replica closed the connection")
-                    return
-                self.last_read_ms = now_ms()
-                for frame in frames.feed(data):
-                    if isinstance(frame, SlaveHandshake):
-                        self._handshake(frame)
-                    else:
-                        self._report(frame)
-        except HAProtocolError as exc:
-            self.close(str(exc))
-        except (ConnectionError, OSError) as exc:
-            self.close(f"read failed: {exc}")
+
+        def on_data(data: bytes) -> None:
+            for frame in frames.feed(data):
+                if isinstance(frame, SlaveHandshake):
+                    self._handshake(frame)
+                else:
+                    self._report(frame)
+        await read_from_replica(self, self.ha.cfg.haHousekeepingInterval / 1000, "nothing from the replica",
+                                "the replica", on_data)
 
     def _handshake(self, h: SlaveHandshake) -> None:
         self.slave_id, self.async_learner, self.sync_from_last_file = h.broker_id, h.async_learner, h.sync_from_last_file

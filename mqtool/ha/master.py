@@ -28,6 +28,32 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+async def read_from_replica(conn, idle_s: float, quiet: str, who: str, on_data) -> None:
+    """A master's read side of one replica connection (ReadSocketService): `on_data(bytes)` for
+    everything the replica sends, `conn.last_read_ms` kept; `conn.close(reason)` once it closes,
+    stays quiet for `idle_s` ("<quiet> for N s"), breaks the protocol, or `on_data` returns a reason."""
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(idle_s):
+                    data = await conn.reader.read(READ_CHUNK)
+            except TimeoutError:
+                conn.close(f"{quiet} for {idle_s:g} s")
+                return
+            if not data:
+                conn.close(f"{who} closed the connection")
+                return
+            conn.last_read_ms = now_ms()
+            reason = on_data(data)
+            if reason:
+                conn.close(reason)
+                return
+    except HAProtocolError as exc:
+        conn.close(str(exc))
+    except (ConnectionError, OSError) as exc:
+        conn.close(f"read failed: {exc}")
+
+
 class Rate:
     """Bytes per second over the last completed second (transferredByteInSecond)."""
 
@@ -65,36 +91,22 @@ class SlaveConnection:
 
     async def _read_loop(self) -> None:
         reports = ReportReader()
-        idle_s = self.service.cfg.haHousekeepingInterval / 1000
-        try:
-            while True:
-                try:
-                    async with asyncio.timeout(idle_s):
-                        data = await self.reader.read(READ_CHUNK)
-                except TimeoutError:
-                    self.close(f"no offset report for {idle_s:g} s")
-                    return
-                if not data:
-                    self.close("the slave closed the connection")
-                    return
-                self.last_read_ms = now_ms()
-                offset = reports.feed(data)
-                if offset is None:
-                    continue
-                master_max = self.service.store.commitlog_max_offset
-                if offset > master_max:
-                    self.close(f"slave reported offset {offset} beyond the master's max offset {master_max}")
-                    return
-                if self.request_offset < 0:
-                    self.request_offset = offset
-                    self._started.set()
-                    log.info("slave %s asks for the commit log from offset %d", self.addr, offset)
-                self.ack_offset = offset
-                self.service.notify_transfer_some(offset)
-        except HAProtocolError as exc:
-            self.close(str(exc))
-        except (ConnectionError, OSError) as exc:
-            self.close(f"read failed: {exc}")
+        await read_from_replica(self, self.service.cfg.haHousekeepingInterval / 1000, "no offset report",
+                                "the slave", lambda data: self._report(reports.feed(data)))
+
+    def _report(self, offset: int | None) -> str | None:
+        if offset is None:
+            return None
+        master_max = self.service.store.commitlog_max_offset
+        if offset > master_max:
+            return f"slave reported offset {offset} beyond the master's max offset {master_max}"
+        if self.request_offset < 0:
+            self.request_offset = offset
+            self._started.set()
+            log.info("slave %s asks for the commit log from offset %d", self.addr, offset)
+        self.ack_offset = offset
+        self.service.notify_transfer_some(offset)
+        return None
 
     def _start_point(self) -> int:
         """An empty slave starts at the master's last file, not at 0 (WriteSocketService)."""
