@@ -7,22 +7,18 @@ import os
 import signal
 from pathlib import Path
 
-from tests.servers import FAST_LEVELS, Process, drain, free_port, free_port_pair, wait_until
+from tests.ha.groups import FILE_SIZE, Group
+from tests.servers import FAST_LEVELS, Process, drain, free_port_pair, wait_until
 
-FILE_SIZE = 64 * 1024
 GROUP = "broker-fo"
 # Short timings so a test sees elections in seconds; their defaults are in controller.md §8.
 BROKER_TIMINGS = ("controllerHeartBeatTimeoutMills=3000\nsyncBrokerMetadataPeriod=1000\ncheckSyncStateSetPeriod=1000\n"
                   "brokerHeartbeatInterval=500\nsyncControllerMetadataPeriod=2000\n")
 
 
-class ControllerGroup:
+class ControllerGroup(Group):
     def __init__(self, tmp: Path, controller_extra: str = ""):
-        self.tmp = tmp
-        port = free_port()
-        self.ns_proc = Process(["namesrv", "start", "--listen", f"127.0.0.1:{port}", "--kv-config",
-                                str(tmp / "kv.json")], "boot success")
-        self.ns = f"127.0.0.1:{port}"
+        super().__init__(tmp)
         self.controller_addr = f"127.0.0.1:{free_port_pair()}"      # pysyncobj takes the port after it
         conf = tmp / "controller.conf"
         conf.write_text(f"controllerDLegerPeers=n0-{self.controller_addr}\ncontrollerDLegerSelfId=n0\n"
@@ -30,35 +26,16 @@ class ControllerGroup:
                         f"scanInactiveMasterInterval=1000\n{controller_extra}")
         self.controller = Process(["controller", "start", "-c", str(conf)], "is the leader")
         drain(self.controller)
-        self.ports: dict[str, int] = {}
-        self.procs: dict[str, Process] = {}
         self.logs: dict[str, list[str]] = {}
 
-    def addr(self, who: str) -> str:
-        if who not in self.ports:
-            self.ports[who] = free_port_pair()
-        return f"127.0.0.1:{self.ports[who]}"
-
-    def store(self, who: str) -> Path:
-        return self.tmp / f"store-{who}"
-
     def start(self, who: str, extra: str = "") -> Process:
-        conf = self.tmp / f"{who}.conf"
-        conf.write_text(f"brokerClusterName=FOCluster\nbrokerName={GROUP}\nbrokerId=-1\nbrokerRole=SLAVE\n"
-                        f"enableControllerMode=true\ncontrollerAddr={self.controller_addr}\n"
-                        f"allAckInSyncStateSet=true\nmappedFileSizeCommitLog={FILE_SIZE}\n"
-                        f"messageDelayLevel={FAST_LEVELS}\n{BROKER_TIMINGS}{extra}")
-        proc = Process(["broker", "start", "-n", self.ns, "-c", str(conf), "--listen", self.addr(who),
-                        "--store-dir", str(self.store(who))], "boot success")
-        self.procs[who] = proc
+        proc = self.launch(who, self.tmp / f"{who}.conf",
+                           f"brokerClusterName=FOCluster\nbrokerName={GROUP}\nbrokerId=-1\nbrokerRole=SLAVE\n"
+                           f"enableControllerMode=true\ncontrollerAddr={self.controller_addr}\n"
+                           f"allAckInSyncStateSet=true\nmappedFileSizeCommitLog={FILE_SIZE}\n"
+                           f"messageDelayLevel={FAST_LEVELS}\n{BROKER_TIMINGS}{extra}")
         self.logs[who] = drain(proc)
         return proc
-
-    def kill(self, who: str) -> None:
-        proc = self.procs.pop(who)
-        os.kill(proc.proc.pid, signal.SIGKILL)
-        proc.proc.wait(10)
-        proc.proc.stderr.close()
 
     def pause(self, who: str) -> None:
         os.kill(self.procs[who].proc.pid, signal.SIGSTOP)
@@ -66,15 +43,11 @@ class ControllerGroup:
     def resume(self, who: str) -> None:
         os.kill(self.procs[who].proc.pid, signal.SIGCONT)
 
-    def stop(self, who: str) -> None:
-        assert self.procs.pop(who).stop() == 0
-
     def close(self) -> None:
         for who in list(self.procs):
             self.resume(who)
-            self.procs.pop(who).stop()
+        super().close()
         self.controller.stop()
-        self.ns_proc.stop()
 
     # ---------------------------------------------------------------- what the cluster says
 

@@ -4,7 +4,6 @@ SYNC_MASTER + slave -> slave killed -> slave restarted -> master stopped -> slav
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,57 +15,23 @@ from mqtool_store.commitlog import decode_record
 from mqtool_store.reader import CommitLogReader
 from tests.conftest import json_lines, run_cli
 from tests.interop.conftest import HAVE_CPP, run_cpp
-from tests.servers import FAST_LEVELS, Process, free_port, free_port_pair, wait_until
+from tests.ha import groups
+from tests.ha.groups import FILE_SIZE
+from tests.servers import FAST_LEVELS, Process, wait_until
 
 pytestmark = pytest.mark.slow
 needs_cpp = pytest.mark.skipif(not HAVE_CPP, reason="C++ client wheel not loadable here")
-FILE_SIZE = 64 * 1024
 SEND_OK, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE = 0, 2, 3     # the C++ client's SendStatus
 
 
-class Group:
+class Group(groups.Group):
     """One broker group: a name server, a master and a slave, each restartable on the same store."""
 
-    def __init__(self, tmp: Path):
-        self.tmp = tmp
-        port = free_port()
-        self.ns_proc = Process(["namesrv", "start", "--listen", f"127.0.0.1:{port}", "--kv-config",
-                                str(tmp / "kv.json")], "boot success")
-        self.ns = f"127.0.0.1:{port}"
-        self.ports: dict[str, int] = {}
-        self.procs: dict[str, Process] = {}
-
-    def addr(self, who: str) -> str:
-        if who not in self.ports:
-            self.ports[who] = free_port_pair()
-        return f"127.0.0.1:{self.ports[who]}"
-
-    def store(self, who: str) -> Path:
-        return self.tmp / f"store-{who}"
-
     def start(self, who: str, role: str, broker_id: int, extra: str = "") -> Process:
-        conf = self.tmp / f"{who}-{role}.conf"
-        conf.write_text(f"brokerClusterName=HACluster\nbrokerName=broker-ha\nbrokerId={broker_id}\n"
-                        f"brokerRole={role}\nmappedFileSizeCommitLog={FILE_SIZE}\nslaveTimeout=1000\n"
-                        f"messageDelayLevel={FAST_LEVELS}\n{extra}")
-        proc = Process(["broker", "start", "-n", self.ns, "-c", str(conf), "--listen", self.addr(who),
-                        "--store-dir", str(self.store(who))], "boot success")
-        self.procs[who] = proc
-        return proc
-
-    def kill(self, who: str) -> None:
-        proc = self.procs.pop(who)
-        os.kill(proc.proc.pid, signal.SIGKILL)
-        proc.proc.wait(10)
-        proc.proc.stderr.close()
-
-    def stop(self, who: str) -> None:
-        assert self.procs.pop(who).stop() == 0
-
-    def close(self) -> None:
-        for who in list(self.procs):
-            self.procs.pop(who).stop()
-        self.ns_proc.stop()
+        return self.launch(who, self.tmp / f"{who}-{role}.conf",
+                           f"brokerClusterName=HACluster\nbrokerName=broker-ha\nbrokerId={broker_id}\n"
+                           f"brokerRole={role}\nmappedFileSizeCommitLog={FILE_SIZE}\nslaveTimeout=1000\n"
+                           f"messageDelayLevel={FAST_LEVELS}\n{extra}")
 
 
 @pytest.fixture(scope="module")
