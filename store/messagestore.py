@@ -161,6 +161,7 @@ class MessageStore(Dispatch, Replication):
         self.listeners: list = []        # callables(topic, queue_id, max_offset, tags_code)
         self.append_listeners: list = []  # callables(commitlog max offset), after every put or append
         self.reput_from = 0               # slave: commit log offset dispatched up to
+        self.truncations = 0              # truncate_files calls: a reput pass that saw one drops its reads
         self.dispatch_limit: int | None = None   # controller mode's confirmOffset: dispatch stops there
         # Controller mode: the checkpoint keeps confirmOffset (byte 32) and recovery dispatches only up to it.
         self.confirm_offsets = False

@@ -138,6 +138,7 @@ class Replication:
                 cq.truncate_from_physic(offset)
                 self.topic_queue_table[(topic, qid)] = cq.max_offset
             self.reput_from = min(self.reput_from, offset)
+            self.truncations += 1
             self.reput_error = None
             if self.checkpoint.confirm_phy_offset > offset:
                 self.checkpoint.confirm_phy_offset = offset
@@ -154,11 +155,12 @@ class Replication:
             if not self.cfg.is_slave:
                 idle = True
                 continue
-            before = self.reput_from
+            before, cuts = self.reput_from, self.truncations
             try:
                 self._reput_some()
             except Exception as exc:  # noqa: BLE001 - a record the slave cannot dispatch stops dispatch, not the store
-                self.reput_error = f"dispatch stopped at offset {self.reput_from}: {exc}"
+                if cuts == self.truncations:       # else it read bytes a truncation was zeroing: read again
+                    self.reput_error = f"dispatch stopped at offset {self.reput_from}: {exc}"
             idle = self.reput_from == before
             if not idle:
                 # Hand the GIL over between batches: the thread receiving the master's bytes would
@@ -171,10 +173,11 @@ class Replication:
             return
         if self.reput_from < self.commitlog.min_offset:
             self.reput_from = self.commitlog.min_offset
+        cuts = self.truncations
         f = self.commitlog.find(self.reput_from)
         if f is None:
             return
-        pos, end, recs = self.reput_from - f.start, f.write_pos, []
+        pos, end, recs, error = self.reput_from - f.start, f.write_pos, [], None
         if self.dispatch_limit is not None:       # confirmOffset: nothing past it reaches the queues
             end = max(pos, min(end, self.dispatch_limit - f.start))
         while pos + 8 <= end and len(recs) < REPUT_BATCH:
@@ -183,13 +186,16 @@ class Replication:
                 pos = f.size
                 break
             if magic not in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2) or size <= 0:
-                self.reput_error = f"no message at offset {f.start + pos} (size {size}, magic {magic:#x})"
+                error = f"no message at offset {f.start + pos} (size {size}, magic {magic:#x})"
                 break
             if pos + size > end:
                 break                       # the rest of this record has not arrived
             recs.append(decode_record(f.mm, pos, pos + size))
             pos += size
         with self.put_lock:
+            if cuts != self.truncations:        # the log was cut while these were read: read again
+                return
+            self.reput_error = error
             for rec in recs:
                 self.dispatch(rec)
                 self.topic_queue_table[(rec.topic, rec.queue_id)] = rec.queue_offset + 1
@@ -198,4 +204,4 @@ class Replication:
                 self._last_dispatched_ts = ts
                 # A slave has no flush-time store timestamp: dispatch moves physicMsgTimestamp (spec ha.md §5).
                 self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, ts)
-        self.reput_from = f.start + pos
+            self.reput_from = f.start + pos

@@ -138,3 +138,35 @@ def test_a_checkpoint_confirm_offset_off_a_record_falls_back_to_the_queues_end(t
     with _open(root) as r:
         assert r.dispatch_limit == mark
         assert sum(r.max_offset("T", q) for q in range(3)) == 30
+
+
+@pytest.mark.parametrize("cut_while_reading", ["after the pass read past it", "while the pass reads it"])
+def test_a_truncation_during_a_reput_pass_leaves_no_unit_past_the_cut(tmp_path, monkeypatch, cut_while_reading):
+    """A slave's handshake truncation can land while the reput thread has read records it has not
+    dispatched yet: those records are dropped and read again, never dispatched past the cut, and
+    bytes seen mid-zeroing are no dispatch error."""
+    import mqtool_store.replication as replication
+    with MessageStore(config(tmp_path / "a")) as a, MessageStore(config(tmp_path / "b")) as b:
+        fill(a, 10)
+        a.drain_dispatch()
+        b.append_data(0, bytes(a.transfer_slice(0, 1 << 20)))   # b is no slave: no reput thread races us
+        units = a.queue("T", 0).units(0, a.max_offset("T", 0))
+        cut = int(units["offset"][2])                   # the third record of queue 0: a record start
+        real, calls = replication.decode_record, []
+        trigger = 9 if cut_while_reading.startswith("after") else 0
+
+        def decode_then_cut(buf, lo, hi):
+            rec = real(buf, lo, hi)
+            calls.append(lo)
+            if len(calls) == trigger + 1:
+                b.truncate_files(cut)
+            return rec
+        monkeypatch.setattr(replication, "decode_record", decode_then_cut)
+        b._reput_some()
+        monkeypatch.setattr(replication, "decode_record", real)
+        assert b.reput_error is None and b.reput_from <= cut
+        assert all(b.queue("T", q).max_physic_offset <= cut for q in range(3) if b.max_offset("T", q))
+        b._reput_some()
+        assert b.reput_from == cut == b.commitlog_max_offset and b.reput_error is None
+        below_cut = sum(int((a.queue("T", q).units(0, a.max_offset("T", q))["offset"] < cut).sum()) for q in range(3))
+        assert sum(b.max_offset("T", q) for q in range(3)) == below_cut == 6     # records 0-5 precede the cut
