@@ -364,6 +364,7 @@ class ReplicasManager:
             if self.epochs.last_epoch >= epoch:
                 self.epochs.truncate_suffix_by_epoch(epoch)
             self.epochs.append(epoch, store.commitlog_max_offset)
+            self._cover_held_queues()
             store.become_master(SYNC_MASTER)
             ctrl.config.brokerRole = SYNC_MASTER          # what GET_BROKER_CONFIG and runtime info say
             self.ha.change_to_master()
@@ -376,6 +377,18 @@ class ReplicasManager:
                  store.commitlog_max_offset)
         if self.state == "RUNNING":
             await ctrl.register_all()
+
+    def _cover_held_queues(self) -> None:
+        """No message this replica holds is left out of the route it is about to register: topics and
+        queues the old master created since the last metadata sync are added to the topic config
+        (4.9.8 and 5.3.0 leave them unlisted until an operator updates the topic; mqtool's choice)."""
+        held: dict[str, int] = {}
+        for (topic, qid), max_offset in list(self.ctrl.store.topic_queue_table.items()):
+            if max_offset > 0:
+                held[topic] = max(held.get(topic, 0), qid + 1)
+        for topic, before, after in self.ctrl.topics.cover_held_queues(held):
+            log.warning("promotion: topic %s has messages in queues its config did not list (the old master's "
+                        "config had not reached this replica): %d -> %d queues", topic, before, after)
 
     async def _wait_dispatch(self) -> None:
         store = self.ctrl.store

@@ -192,3 +192,22 @@ class TopicConfigManager:
             cfg = TopicConfig(topic, queue_nums, queue_nums, perm)
             self.update(cfg)
             return cfg
+
+    def cover_held_queues(self, held: dict[str, int]) -> list[tuple[str, int, int]]:
+        """Widen (or create) the config of every topic whose messages this store holds in queues its
+        config does not list; `held`: topic -> highest queue id with messages + 1. Returns (topic,
+        queues before, after) for each change. A promoted replica uses it: the old master's topic
+        config reaches a replica only with the next metadata sync (every 10 s), its messages at once."""
+        changed = []
+        with self.lock:
+            for topic, queues in sorted(held.items()):
+                cfg = self.table.get(topic)
+                before = 0 if cfg is None else min(cfg.readQueueNums, cfg.writeQueueNums)
+                if cfg is not None and cfg.readQueueNums >= queues and cfg.writeQueueNums >= queues:
+                    continue
+                new = TopicConfig(topic, queues, queues) if cfg is None else TopicConfig(
+                    topic, max(cfg.readQueueNums, queues), max(cfg.writeQueueNums, queues), cfg.perm,
+                    cfg.topicFilterType, cfg.topicSysFlag, cfg.order)
+                self.update(new)
+                changed.append((topic, before, min(new.readQueueNums, new.writeQueueNums)))
+        return changed

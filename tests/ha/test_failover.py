@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 TOPIC = "FOTopic"
 
 
-def send_some(ns: str, prefix: str, n: int, deadline_s: float = 30) -> list[str]:
+def send_some(ns: str, prefix: str, n: int, deadline_s: float = 30, topic: str = TOPIC) -> list[str]:
     """n messages with keys prefix-i; each retried until SEND_OK (a failover may be under way).
     Returns the keys acknowledged SEND_OK."""
     async def run():
@@ -31,7 +31,7 @@ def send_some(ns: str, prefix: str, n: int, deadline_s: float = 30) -> list[str]
                 end = time.monotonic() + deadline_s
                 while True:
                     try:
-                        r = await p.send(OutMessage(TOPIC, f"{key} ".encode() + b"x" * (i * 37 % 300), keys=[key]))
+                        r = await p.send(OutMessage(topic, f"{key} ".encode() + b"x" * (i * 37 % 300), keys=[key]))
                     except Exception:          # noqa: BLE001 - no master routed yet: try again
                         r = None
                     if r is not None and r.status == "SEND_OK":
@@ -45,8 +45,8 @@ def send_some(ns: str, prefix: str, n: int, deadline_s: float = 30) -> list[str]
     return asyncio.run(run())
 
 
-def read_back(ns: str) -> set[str]:
-    proc = run_cli("consume", "-n", ns, "-t", TOPIC, "-e", "--json", check=True)
+def read_back(ns: str, topic: str = TOPIC) -> set[str]:
+    proc = run_cli("consume", "-n", ns, "-t", topic, "-e", "--json", check=True)
     return {k for row in json_lines(proc.stdout) for k in row.get("keys") or ()}
 
 
@@ -73,6 +73,10 @@ def start_pair(g: ControllerGroup, extra: str = "") -> None:
 def test_kill_9_of_the_master_three_rounds_loses_no_acknowledged_message(group):
     start_pair(group)
     acked = send_some(group.ns, "r0", 60)
+    # a topic of 8 queues created on the master just before it dies: the replica holds its messages
+    # before its next metadata sync brings the config (every 10 s); promoted, it lists all 8 queues
+    run_cli("topic", "create", "-n", group.ns, "-c", "FOCluster", "-t", "FOWide", "-r", "8", "-w", "8", check=True)
+    wide = send_some(group.ns, "wide", 24, topic="FOWide")
     for rnd in range(1, 4):
         master = group.master()
         other = "b" if master == "a" else "a"
@@ -87,6 +91,7 @@ def test_kill_9_of_the_master_three_rounds_loses_no_acknowledged_message(group):
         assert group.master() == other
         assert any("controller mode: slave of" in line for line in group.logs[master])
     assert read_back(group.ns) >= set(acked)
+    assert read_back(group.ns, "FOWide") == set(wide)
     group.stop("a")
     group.stop("b")
     assert commit_log(group.store("a")) == commit_log(group.store("b"))
