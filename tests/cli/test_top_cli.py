@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 
 import pytest
@@ -49,6 +50,7 @@ def top_once(ns: str) -> dict:
 
 def test_top_once_and_metrics_follow_the_group(watched):
     ns = watched["namesrv"]
+    day = time.localtime().tm_yday
     run_cli("topic", "create", "-n", ns, "-t", T, "-r", "1", "-w", "1", check=True)
     run_cli("send", "-n", ns, "-t", T, input="".join(f"m{i}\n" for i in range(8)), check=True)
     run_cli("consume", "-n", ns, "-t", T, "-g", G, "-e", "--json", check=True)
@@ -56,7 +58,9 @@ def test_top_once_and_metrics_follow_the_group(watched):
 
     view = top_once(ns)
     [broker] = view["brokers"]
-    assert broker["reachable"] and broker["address"] == watched["broker"] and broker["put_today"] == 13
+    assert broker["reachable"] and broker["address"] == watched["broker"]
+    # today's puts; the broker's day rolls over at local midnight, so a run across it sees fewer
+    assert broker["put_today"] == 13 if time.localtime().tm_yday == day else 0 <= broker["put_today"] <= 13
     topic = next(t for t in view["topics"] if t["topic"] == T)
     assert topic["max_offset"] == 13 and topic["put_tps"] == 0          # nothing sent between the two samples
     group = next(g for g in view["groups"] if g["group"] == G and g["topic"] == T)
