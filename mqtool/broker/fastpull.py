@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import struct
 
-from mqtool.broker.fastsend import _plain_int, fast_send
+from mqtool.broker.fastsend import _SMALL, _plain_int, fast_send
 from mqtool.broker.filters import is_tag_type
 from mqtool.common.subscription import SUB_ALL, Subscription
 from mqtool_remoting.codes import RPC_TYPE, RequestCode, ResponseCode
@@ -73,6 +73,16 @@ def _registered_codes(sub: Subscription):
     return got
 
 
+def _int_of(v):
+    got = _SMALL.get(v)
+    return got if got is not None else _plain_int(v, _INT_DIGITS)
+
+
+def _long_of(v):
+    got = _SMALL.get(v)
+    return got if got is not None else _plain_int(v, _LONG_DIGITS)
+
+
 def fast_pull(ctrl, conn, body: bytes) -> bytes | None:
     """The answer frame to one request frame (`body`: the bytes after the length field), or None."""
     if not body.startswith(_PULL, _HEAD_AT) or _loads is None or ctrl.acl is not None or ctrl.is_slave:
@@ -97,13 +107,13 @@ def fast_pull(ctrl, conn, body: bytes) -> bytes | None:
     except TypeError:
         return None
     group, topic = ext.get("consumerGroup"), ext.get("topic")
-    queue_id, offset = _plain_int(ext.get("queueId")), _plain_int(ext.get("queueOffset"), _LONG_DIGITS)
-    max_nums, sys_flag = _plain_int(ext.get("maxMsgNums")), _plain_int(ext.get("sysFlag"))
-    commit_offset = _plain_int(ext.get("commitOffset"), _LONG_DIGITS)
-    sub_version = _plain_int(ext.get("subVersion"), _LONG_DIGITS)
+    queue_id, max_nums, sys_flag = _int_of(ext.get("queueId")), _int_of(ext.get("maxMsgNums")), \
+        _int_of(ext.get("sysFlag"))
+    offset, commit_offset = _long_of(ext.get("queueOffset")), _long_of(ext.get("commitOffset"))
+    sub_version = _long_of(ext.get("subVersion"))
     if group is None or topic is None or queue_id is None or offset is None or max_nums is None \
             or sys_flag is None or commit_offset is None or sub_version is None \
-            or _plain_int(ext.get("suspendTimeoutMillis"), _LONG_DIGITS) is None:
+            or _long_of(ext.get("suspendTimeoutMillis")) is None:
         return None
     config = ctrl.config
     if not config.brokerPermission & PERM_READ:
