@@ -96,4 +96,5 @@ def store_kernel(request, monkeypatch):
     monkeypatch.setattr(stats, "kernel", chosen)
     monkeypatch.setattr(properties, "kernel", chosen)
     monkeypatch.setattr(pullbody, "kernel", chosen)
+    monkeypatch.setattr(kernel, "kernel", chosen)      # (read at call time by mqtool/broker/send.py)
     return chosen

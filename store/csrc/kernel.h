@@ -109,5 +109,6 @@ PyObject *index_put(PyObject *self, PyObject *args);
 PyObject *parse_properties(PyObject *self, PyObject *text);
 PyObject *queue_totals(PyObject *self, PyObject *args);
 PyObject *pull_body(PyObject *self, PyObject *args);
+PyObject *batch_entries(PyObject *self, PyObject *args);
 
 #endif
