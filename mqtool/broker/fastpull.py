@@ -98,7 +98,7 @@ def fast_pull(ctrl, conn, body: bytes) -> bytes | None:
     except _JSONError:
         return None
     opaque, ext, flag = head.get("opaque"), head.get("extFields"), head.get("flag", 0)
-    if type(opaque) is not int or flag != 0 or type(ext) is not dict \
+    if type(opaque) is not int or type(flag) is not int or flag != 0 or type(ext) is not dict \
             or type(head.get("version", 0)) is not int or type(head.get("language", "")) is not str \
             or type(head.get("remark", "")) is not str or head.get("code") != RequestCode.PULL_MESSAGE:
         return None
