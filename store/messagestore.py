@@ -160,6 +160,9 @@ class MessageStore(Dispatch, Replication):
         # loop turn) turns this off: no thread wake-up per put, which costs a sync sender ~30% of its rate.
         self.wake_dispatcher = True
         self.listeners: list = []        # callables(topic, queue_id, max_offset, tags_code)
+        # (topic, queue_id) -> whether a listener waits on that queue (None: all do); the dispatch tells
+        # the listeners of the units of those queues only (the broker's: the queues a pull is held on)
+        self.listened = None
         self.append_listeners: list = []  # callables(commitlog max offset), after every put or append
         self.reput_from = 0               # slave: commit log offset dispatched up to
         self.dispatch_limit: int | None = None   # controller mode's confirmOffset: dispatch stops there

@@ -216,6 +216,7 @@ class BrokerController:
         if self.store_config.sync_flush and not self.is_slave:
             self.flush_waiters = FlushWaiters(loop, self.store.flusher)
         self.store.listeners.append(self.pull_holds.notify_threadsafe)
+        self.store.listened = self.pull_holds.waits_on     # (units of other queues: no call each)
         self.pull_holds.loop = loop
         self.topics.persist()
         self.groups.persist()
