@@ -78,8 +78,9 @@ class Dispatch:
             cq = self._queues.get((topic, queue_id)) or self.queue(topic, queue_id)
             if cq.put(phys, size, code, queue_offset):
                 self._last_dispatched_ts = store_ts
-                for listener in self.listeners:
-                    listener(topic, queue_id, queue_offset + 1, code)
+                if self.listened is None or self.listened(topic, queue_id):
+                    for listener in self.listeners:
+                        listener(topic, queue_id, queue_offset + 1, code)
         if self.cfg.messageIndexEnable and tx != ROLLBACK:
             uniq = props.get(Prop.UNIQ_KEY)
             keys = props.get(Prop.KEYS)
@@ -169,8 +170,10 @@ class Dispatch:
     def _write_units(self, runs: dict, saw_run: bool, last_ts: int, keys: list, key_phys: list,
                      key_ts: list) -> None:
         """The gathered units into their consume queues (listeners told) and the keys into the index."""
+        listeners, listened = self.listeners, self.listened
         for (topic, queue_id), units in runs.items():
             cq = self._queues.get((topic, queue_id)) or self.queue(topic, queue_id)
+            told = listeners and (listened is None or listened(topic, queue_id))
             for part in _segments(units) if saw_run else (units,):     # no run: one list of unit tuples
                 if type(part) is list:
                     done = part if cq.put_many(part) else [u for u in part if cq.put(*u)]
@@ -179,7 +182,7 @@ class Dispatch:
                     if type(units) is np.ndarray:
                         units = units.tobytes()
                     if cq.put_packed(units, queue_offset):
-                        if not self.listeners:
+                        if not told:
                             self._last_dispatched_ts = max(self._last_dispatched_ts, last_ts)
                             continue
                         done = _unit_tuples(units, queue_offset)
@@ -188,7 +191,7 @@ class Dispatch:
                         done = tuples if cq.put_many(tuples) else [u for u in tuples if cq.put(*u)]
                 if done:
                     self._last_dispatched_ts = max(self._last_dispatched_ts, last_ts)
-                    for listener in self.listeners:
+                    for listener in listeners if told else ():
                         for _, _, code, queue_offset in done:
                             listener(topic, queue_id, queue_offset + 1, code)
         if keys:

@@ -33,6 +33,7 @@ from .kernel import kernel
 from .lockfile import StoreLock, create_abort, remove_abort
 from .mappedfile import NOTHING_IN_FLIGHT, PAGE, MappedFile, MappedFileQueue
 from .properties import format_properties, parse_properties
+from .pullbody import joined_get
 from .recordrun import prepare_run
 from .replication import Replication
 from .storeconfig import MessageStoreConfig
@@ -159,6 +160,9 @@ class MessageStore(Dispatch, Replication):
         # loop turn) turns this off: no thread wake-up per put, which costs a sync sender ~30% of its rate.
         self.wake_dispatcher = True
         self.listeners: list = []        # callables(topic, queue_id, max_offset, tags_code)
+        # (topic, queue_id) -> whether a listener waits on that queue (None: all do); the dispatch tells
+        # the listeners of the units of those queues only (the broker's: the queues a pull is held on)
+        self.listened = None
         self.append_listeners: list = []  # callables(commitlog max offset), after every put or append
         self.reput_from = 0               # slave: commit log offset dispatched up to
         self.truncations = 0              # truncate_files calls: a reput pass that saw one drops its reads
@@ -747,6 +751,12 @@ class MessageStore(Dispatch, Replication):
         else:
             res.status = GetStatus.NO_MATCHED_MESSAGE
         return res
+
+    def get_joined(self, topic: str, queue_id: int, offset: int, max_count: int, codes: bytes | None = None):
+        """`get` of a common pull (no record filter; `codes`: pullbody.codes_bytes of the tags codes
+        a unit must carry, or None) that finds messages, answered as one joined body (pullbody.py):
+        (body, count, next_begin_offset, min_offset, max_offset, suggest_slave); else None."""
+        return joined_get(self, topic, queue_id, offset, max_count, codes, total_physical_memory())
 
     def _get_plain(self, offsets, sizes, max_count: int, cl_min: int) -> list | None:
         """`get`'s loop for a pull without filters, in the common case where each unit up to the

@@ -9,7 +9,7 @@ import logging
 import os
 import time
 
-from mqtool.broker import admin, adminops, clientcalls, clientreq, fastsend, pull, replica, runtime, send, transaction
+from mqtool.broker import admin, adminops, clientcalls, clientreq, fastpull, fastsend, pull, replica, runtime, send, transaction
 from mqtool.broker.acl import requests as acl_requests
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
@@ -175,8 +175,9 @@ class BrokerController:
         self.tx_checker = transaction.TransactionChecker(self)
         self.locks: dict[str, dict] = {}
         sends = functools.partial(fastsend.fast_send, self)      # the send hot path, before any decoding
-        self.server = Server(self.handle, on_close=self._channel_closed,
-                             idle_timeout_s=config.serverChannelMaxIdleTimeSeconds, fast=sends)
+        self.server = Server(self.handle, on_close=self._channel_closed,      # ... and the pull's (main port only)
+                             idle_timeout_s=config.serverChannelMaxIdleTimeSeconds,
+                             fast=functools.partial(fastpull.fast_request, self))
         self.fast_server = Server(self.handle_fast, on_close=self._channel_closed,
                                   idle_timeout_s=config.serverChannelMaxIdleTimeSeconds, fast=sends)
         self.namesrv_client = RemotingClient()
@@ -216,6 +217,7 @@ class BrokerController:
         if self.store_config.sync_flush and not self.is_slave:
             self.flush_waiters = FlushWaiters(loop, self.store.flusher)
         self.store.listeners.append(self.pull_holds.notify_threadsafe)
+        self.store.listened = self.pull_holds.waits_on     # (units of other queues: no call each)
         self.pull_holds.loop = loop
         self.topics.persist()
         self.groups.persist()

@@ -1,7 +1,8 @@
 """Long polling (PullRequestHoldService): pulls that found nothing wait for a message or a timeout.
 
 Each held pull is an asyncio future keyed by topic and queue. The store's dispatch calls
-`notify_threadsafe` once per dispatched unit: on the loop's own thread (the broker drains the
+`notify_threadsafe` once per dispatched unit of a queue a pull is held on (`waits_on`, the store's
+`listened`: units of other queues cost no call): on the loop's own thread (the broker drains the
 dispatch there, once per loop turn) it notifies at once; from the store's dispatch thread it hops
 onto the loop first; for a queue nobody waits on it does nothing (a hop per message, a pipe write
 each, cost a few µs per message whenever any consumer was long-polling).
@@ -49,6 +50,10 @@ class PullHoldService:
                     waiting.remove(hold)
                 if not waiting:
                     del self.holds[key]
+
+    def waits_on(self, topic: str, queue_id: int) -> bool:
+        """Whether a pull is held on the queue (the store's `listened`: units of others are not told)."""
+        return (topic, queue_id) in self.holds
 
     def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> int:
         """A unit was dispatched: wake holds whose offset is now readable and whose filter matches."""

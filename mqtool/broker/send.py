@@ -16,6 +16,7 @@ from mqtool_remoting.headers import (ConsumerSendMsgBackRequestHeader, SendMessa
                                      send_header_from_v2, to_ext_fields)
 from mqtool_store.codes import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TRANSACTION_TYPE_MASK, Perm, Prop,
                          SysFlag, TransactionType)
+from mqtool_store import kernel as store_kernel
 from mqtool_store.messagestore import Message, PutStatus
 from mqtool_store.properties import format_properties, parse_properties
 
@@ -153,22 +154,35 @@ async def _send_batch(ctrl, cmd, h, queue_id, sys_flag, born):
     if (delay.strip().lstrip("-").isdigit() and int(delay) > 0) or (sys_flag & TRANSACTION_TYPE_MASK):
         # CommitLog.asyncPutMessages: a delay level above 0 or a transaction flag is refused
         return _reply(cmd, ctrl, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed or transactional")
+    cluster = f"{Prop.CLUSTER}\x01{ctrl.config.brokerClusterName}"
+    outer_all = merge_batch_properties(outer, cluster) if cluster not in outer else outer
     try:
-        entries = decode_batch(cmd.body)
+        entries = batch_entries(cmd.body, outer_all)
     except BatchFormatError as exc:
         return _reply(cmd, ctrl, ResponseCode.MESSAGE_ILLEGAL, str(exc))
     if not entries:
         return _reply(cmd, ctrl, ResponseCode.MESSAGE_ILLEGAL, "empty batch")
-    cluster = f"{Prop.CLUSTER}\x01{ctrl.config.brokerClusterName}"
-    outer_all = merge_batch_properties(outer, cluster) if cluster not in outer else outer
     topic, born_ts, reconsume = h.topic, h.bornTimestamp, h.reconsumeTimes or 0
-    msgs = []
-    for flag, body, inner in entries:     # merge_batch_properties, inline (a call per message costs)
-        text = inner + "\x02" + outer_all if inner and outer_all and inner[-1] != "\x02" else inner + outer_all
-        msgs.append(Message(topic, queue_id, body, parse_properties(text), text, flag, sys_flag, born_ts, born,
-                            reconsume))
+    msgs = [Message(topic, queue_id, body, props, text, flag, sys_flag, born_ts, born, reconsume)
+            for flag, body, text, props in entries]
     result = await ctrl.put(msgs)
     return _put_response(cmd, ctrl, result, queue_id)
+
+
+def batch_entries(body: bytes, outer_all: str) -> list[tuple[int, bytes, str, dict]]:
+    """A batch body's entries as (flag, body, properties text, properties): each entry's own
+    properties, then the batch-level ones (`outer_all`, merge_batch_properties), parsed. The store
+    kernel reads a well-formed body in one pass; else decode_batch, which raises BatchFormatError."""
+    kernel = store_kernel.kernel
+    if kernel is not None:
+        entries = kernel.batch_entries(body, outer_all)
+        if entries is not None:
+            return entries
+    out = []
+    for flag, data, inner in decode_batch(body):     # merge_batch_properties, inline (a call per message costs)
+        text = inner + "\x02" + outer_all if inner and outer_all and inner[-1] != "\x02" else inner + outer_all
+        out.append((flag, data, text, parse_properties(text)))
+    return out
 
 
 def _put_response(cmd, ctrl, result, queue_id):

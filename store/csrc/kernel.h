@@ -108,5 +108,7 @@ PyObject *pending_units(PyObject *self, PyObject *args);
 PyObject *index_put(PyObject *self, PyObject *args);
 PyObject *parse_properties(PyObject *self, PyObject *text);
 PyObject *queue_totals(PyObject *self, PyObject *args);
+PyObject *pull_body(PyObject *self, PyObject *args);
+PyObject *batch_entries(PyObject *self, PyObject *args);
 
 #endif

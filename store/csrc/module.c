@@ -10,6 +10,8 @@
  *   queue_totals `store stats`: per (topic, queue) totals of a chunk of records
  *   parse_properties  a record's properties string as a dict (every put and read decodes them)
  *   index_put    IndexFile.putKey for many keys in order, into a mapped index file
+ *   pull_body    a pull's records joined from a consume queue run and a commit log file
+ *   batch_entries  a producer's batch body read into its entries, properties merged and parsed
  *
  * One module, mqtool_store._kernel, from this folder's files (setup.py lists them).
  * Layouts: spec/commitlog.md (a V1 record with IPv4 hosts: an 88-byte fixed part), spec/index.md.
@@ -31,6 +33,8 @@ static PyMethodDef methods[] = {
     {"run_write", run_write, METH_VARARGS, "Write a placed run into a writable buffer."},
     {"msg_ids", msg_ids, METH_VARARGS, "The run's message ids."},
     {"index_put", index_put, METH_VARARGS, "IndexFile.putKey for many keys; returns the new hash slots."},
+    {"batch_entries", batch_entries, METH_VARARGS, "A batch body's entries: [(flag, body, text, props)] or None."},
+    {"pull_body", pull_body, METH_VARARGS, "A pull's records joined: (body, count, scanned) or None."},
     {NULL, NULL, 0, NULL},
 };
 
