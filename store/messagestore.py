@@ -8,6 +8,7 @@ pending first, so a reader always sees what was put before it.
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import struct
@@ -58,6 +59,7 @@ def _offsets(first: int, prepared: list) -> list[int]:
     return out
 
 
+@functools.cache
 def total_physical_memory() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

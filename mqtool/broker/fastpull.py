@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import struct
 
-from mqtool.broker.fastsend import _SMALL, _plain_int, fast_send
+from mqtool.broker.fastsend import SMALL_INTS, plain_int, fast_send
 from mqtool.broker.filters import is_tag_type
 from mqtool.common.subscription import SUB_ALL, Subscription
 from mqtool_remoting.codes import RPC_TYPE, RequestCode, ResponseCode
@@ -35,7 +35,7 @@ _PULL = b'{"code":%d,' % RequestCode.PULL_MESSAGE    # (fastjson: "code" leads, 
 _HEAD_AT = 4
 PERM_READ = int(Perm.PERM_READ)
 MASTER_ID = 0
-_INT_DIGITS, _LONG_DIGITS = 10, 19      # _plain_int: fewer digits than these are in Java's int / long range
+_INT_DIGITS, _LONG_DIGITS = 10, 19      # plain_int: fewer digits than these are in Java's int / long range
 _CACHE_MAX = 4096
 _ALL = object()
 _BY_TEXT: dict[str, bytes | None] = {}          # a request's subscription text -> its codes (None: "*")
@@ -74,13 +74,13 @@ def _registered_codes(sub: Subscription):
 
 
 def _int_of(v):
-    got = _SMALL.get(v)
-    return got if got is not None else _plain_int(v, _INT_DIGITS)
+    got = SMALL_INTS.get(v)
+    return got if got is not None else plain_int(v, _INT_DIGITS)
 
 
 def _long_of(v):
-    got = _SMALL.get(v)
-    return got if got is not None else _plain_int(v, _LONG_DIGITS)
+    got = SMALL_INTS.get(v)
+    return got if got is not None else plain_int(v, _LONG_DIGITS)
 
 
 def fast_pull(ctrl, conn, body: bytes) -> bytes | None:

@@ -44,10 +44,10 @@ _NAMES_MAX = 4096
 _PUT_OK = PutStatus.PUT_OK
 
 
-_SMALL = {str(i): i for i in range(-1, 1024)}   # the queue ids, flags and counts clients send, parsed once
+SMALL_INTS = {str(i): i for i in range(-1, 1024)}   # the queue ids, flags and counts clients send, parsed once
 
 
-def _plain_int(v, digits: int = 10):
+def plain_int(v, digits: int = 10):
     """A V2 int field as the compiled header reader takes it without the general reader (ASCII
     digits short enough to be in range, or a minus sign before them): its value, else None."""
     if type(v) is not str:
@@ -93,21 +93,21 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
     if type(ext.get("a")) is not str or type(topic) is not str or type(ext.get("c")) is not str \
             or type(props_text) is not str:
         return None
-    small = _SMALL.get
+    small = SMALL_INTS.get
     queue_id, sys_flag, flag, queue_nums = small(ext.get("e")), small(ext.get("f")), small(ext.get("h")), \
         small(ext.get("d"))
     if queue_id is None:
-        queue_id = _plain_int(ext.get("e"))
+        queue_id = plain_int(ext.get("e"))
     if sys_flag is None:
-        sys_flag = _plain_int(ext.get("f"))
+        sys_flag = plain_int(ext.get("f"))
     if flag is None:
-        flag = _plain_int(ext.get("h"))
-    born_ts = _plain_int(ext.get("g"), 19)
+        flag = plain_int(ext.get("h"))
+    born_ts = plain_int(ext.get("g"), 19)
     if queue_id is None or sys_flag is None or flag is None or born_ts is None or \
-            (queue_nums is None and _plain_int(ext.get("d")) is None):
+            (queue_nums is None and plain_int(ext.get("d")) is None):
         return None
     reconsume = ext.get("j", "0")
-    reconsume = small(reconsume) if reconsume in _SMALL else _plain_int(reconsume)
+    reconsume = small(reconsume) if reconsume in SMALL_INTS else plain_int(reconsume)
     batch = ext.get("m")
     if reconsume is None or sys_flag & 0xC or (batch is not None and batch.lower() == "true"):
         return None
