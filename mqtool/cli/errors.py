@@ -1,6 +1,7 @@
 """The one place where library errors become a one-line message and an exit code."""
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -61,9 +62,27 @@ def exit_code_for(exc: BaseException) -> int | None:
     return None
 
 
+def _file_problem(exc: OSError) -> str:
+    """One line for an OSError about a path: the path the user can act on, then why."""
+    path = os.fsdecode(exc.filename)
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        # A store or config directory given as (or inside) a plain file: name that file, not the
+        # path below it that could not be made.
+        parent = path
+        while parent and not os.path.exists(parent):
+            parent = os.path.dirname(parent.rstrip(os.sep))
+        if parent and not os.path.isdir(parent):
+            return f"{parent} is a file, where a directory is needed"
+    reason = (exc.strerror or type(exc).__name__).lower()
+    return f"{path}: {reason}"
+
+
 def fail(exc: BaseException) -> int:
     """Print one line for `exc` and return the exit code."""
     code = exit_code_for(exc)
+    if code is None and isinstance(exc, OSError) and exc.filename is not None:
+        err_console.print(f"mqtool: error: {_file_problem(exc)}", markup=False)
+        return EXIT_PROBLEMS
     if code is None:
         if os.environ.get("MQTOOL_DEBUG"):
             raise exc

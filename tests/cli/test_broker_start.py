@@ -32,3 +32,15 @@ def test_namesrv_addr_and_embedded_namesrv_together_are_one_error(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "mqtool: error: give either -n/--namesrv-addr or --embedded-namesrv, not both"]
+
+
+@pytest.mark.parametrize("under", ["", "sub/store"])
+def test_a_store_dir_that_is_a_file_is_one_line_naming_the_file(tmp_path, under):
+    a_file = tmp_path / "afile"
+    a_file.write_text("not a store\n")
+    store_dir = a_file / under if under else a_file
+    proc = run_cli("broker", "start", "--listen", f"127.0.0.1:{free_port_pair()}", "--store-dir", store_dir,
+                   "--embedded-namesrv", f"127.0.0.1:{free_port()}")
+    assert proc.returncode == 1
+    errors = [line for line in proc.stderr.splitlines() if " INFO " not in line]
+    assert errors == [f"mqtool: error: {a_file} is a file, where a directory is needed"]

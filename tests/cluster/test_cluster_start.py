@@ -174,6 +174,15 @@ def test_bad_input_is_one_line(tmp_path):
             assert not store.exists()               # nothing written, nothing started
 
 
+def test_a_store_dir_that_is_a_file_is_one_line(tmp_path):
+    a_file = tmp_path / "afile"
+    a_file.write_text("not a directory\n")
+    proc = run_cli("cluster", "start", "--groups", "1", "--namesrv", f"127.0.0.1:{free_port()}",
+                   "--base-port", str(free_base_port(1)), "--store-dir", str(a_file))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [f"mqtool: error: {a_file} is a file, where a directory is needed"]
+
+
 def test_status_without_a_cluster_is_one_line(tmp_path):
     proc = run_cli("cluster", "status", "--store-dir", str(tmp_path))
     assert proc.returncode == 2
