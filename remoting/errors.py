@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import socket
 
 from mqtool_remoting.codes import ResponseCode, code_name
@@ -85,13 +86,24 @@ def why_unanswered(exc: RemotingError) -> str:
     return str(exc)
 
 
+# Java's FAQUrl.suggestTodo appends "\nSee http://rocketmq.apache.org/docs/faq/ for further details." to
+# many remarks (a missing route, a refused send): a hint for Java stack traces, a second line in ours.
+_FAQ_HINT = re.compile(r"\s*See https?://\S+ for further details\.?\s*$")
+
+
+def one_line_remark(remark: str) -> str:
+    """A response's remark as one line: Java's FAQ link dropped, any other line breaks made spaces."""
+    return " ".join(part.strip() for part in _FAQ_HINT.sub("", remark).splitlines() if part.strip())
+
+
 class RemotingCommandError(RemotingError):
     """A response whose code is not the one the caller expected; carries RocketMQ's code and remark."""
 
     def __init__(self, code: int, remark: str | None, what: str = ""):
         self.code = code
         self.remark = remark or ""
-        detail = f": {self.remark.strip()}" if self.remark.strip() else ""
+        line = one_line_remark(self.remark)
+        detail = f": {line}" if line else ""
         super().__init__(f"{what + ': ' if what else ''}{code_name(ResponseCode, code)} ({code}){detail}")
 
 

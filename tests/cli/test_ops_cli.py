@@ -36,6 +36,7 @@ def test_operator_commands(cluster):  # noqa: F811
     assert {r["group"] for r in stats_all} >= {"GID_OPS"} and all(r["in_msg_24h"] == 6 for r in stats_all)
     missing = run_cli("cluster", "stats", "-n", ns, "-t", "NoSuchOpsTopic")
     assert missing.returncode == 1 and "TOPIC_NOT_EXIST" in missing.stderr and missing.stdout == ""
+    assert missing.stderr.count("\n") == 1 and "docs/faq" not in missing.stderr       # one line
     assert json_lines(run_cli("topic", "clusters", "-n", ns, "-t", T, "--json", check=True).stdout) == [
         {"cluster": "DefaultCluster"}]
     assert run_cli("statsAll", "-n", ns, "-t", T, "--json").returncode == 0        # mqadmin's name
