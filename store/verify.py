@@ -13,6 +13,7 @@ import numpy as np
 from .checkpoint import decode_checkpoint
 from .codes import CQ_UNIT_SIZE, INT32_MAX, SCHEDULE_TOPIC, TRANSACTION_TYPE_MASK, Prop, TransactionType
 from .commitlog import decode_record
+from .configfiles import apply_journal, journal_entries, load_config
 from .consumequeue import list_queues, queue_files, read_units, valid_prefix
 from .crc import crc32
 from .delaylevels import expected_tags_code, parse_delay_levels
@@ -54,6 +55,7 @@ class VerifyReport:
     index_entries: int = 0
     problems: list[Problem] = field(default_factory=list)
     suppressed: dict[str, int] = field(default_factory=dict)
+    deleted_topics: list[str] = field(default_factory=list)   # records kept, queues gone: not problems
 
     @property
     def ok(self) -> bool:
@@ -345,8 +347,13 @@ def _verify_consume_queues(paths: StorePaths, records: _Records, report: VerifyR
             rows = np.flatnonzero((counted & ~found) | wrong | jumps)
             _report_rows(report, "consumequeue", rows, np.where(found[rows], wrong[rows] + jumps[rows].astype(int), 1),
                          emit)
-    missing = np.flatnonzero(records.dispatched.astype(bool) & ~covered)
     names = list(records.topics)
+    deleted = _deleted_topics(paths, names)
+    report.deleted_topics = sorted(deleted)
+    expected = records.dispatched.astype(bool)
+    if deleted:
+        expected &= ~np.isin(records.topic, [records.topics[t] for t in deleted])
+    missing = np.flatnonzero(expected & ~covered)
     for r in missing[:MAX_REPORTED_PER_KIND].tolist():
         topic, queue_id = names[records.topic[r]], int(records.queue_id[r])
         report.add("consumequeue", paths.consumequeue / topic / str(queue_id), None,
@@ -354,6 +361,19 @@ def _verify_consume_queues(paths: StorePaths, records: _Records, report: VerifyR
                    f"{int(records.queue_offset[r])}) has no consume queue unit")
     if len(missing) > MAX_REPORTED_PER_KIND:
         report.suppressed["consumequeue"] = report.suppressed.get("consumequeue", 0) + len(missing) - MAX_REPORTED_PER_KIND
+
+
+def _deleted_topics(paths: StorePaths, names: list[str]) -> set[str]:
+    """Topics of the commit log that the broker deleted: not in config/topics.json (with its
+    journal) and without a consume queue directory. A topic delete removes the queues and the
+    config entry, never the records (as 4.9.8), so their records having no unit is expected.
+    Without a topics.json nothing is known deleted."""
+    topics_json = paths.config / "topics.json"
+    loaded = load_config(topics_json)
+    if loaded.warnings and not loaded.data:
+        return set()                           # no config to go by (a bare commit log copy)
+    table = apply_journal(loaded.data, "topicConfigTable", journal_entries(topics_json)).get("topicConfigTable") or {}
+    return {t for t in names if t not in table and not (paths.consumequeue / t).is_dir()}
 
 
 def _unit_differences(records: _Records, r: int, size: int, q, qoff: int, tags: int) -> list[str]:

@@ -308,6 +308,9 @@ def verify(root: RootArg, json_out: JsonOpt = False,
             console.print(f"[red]PROBLEM[/] [{p.area}] {_escape(str(p))}")
         for area, n in report.suppressed.items():
             console.print(f"... and {n} more {area} problems (see --json)")
+        if report.deleted_topics:
+            console.print(f"deleted topics (records kept, queues and config gone, as a topic delete leaves them): "
+                          f"{_escape(', '.join(report.deleted_topics))}")
         state = "[green]clean[/]" if report.ok else f"[red]{len(report.problems) + sum(report.suppressed.values())} problems[/]"
         console.print(f"{root}: {report.records} records, {report.queue_units} consume queue units, "
                       f"{report.index_entries} index entries: {state}")
