@@ -226,7 +226,7 @@ class GroupConsumer(Consumer):
         self.failed = 0
         self.reset_count = 0        # RESET_CONSUMER_CLIENT_OFFSET pushes applied
         self.interrupted: set[MessageQueue] = set()
-        self.missing_topics: set[str] = set()
+        self.missing_topics: dict[str, RemotingCommandError] = {}    # topic -> its TOPIC_NOT_EXIST answer
         self._rebalance = asyncio.Event()
         self.trace_yields = True     # trace each message messages() yields (PushConsumer traces its listener)
         self.pull_delay_on_error_ms = PULL_DELAY_ON_ERROR_MS
@@ -279,13 +279,13 @@ class GroupConsumer(Consumer):
 
     async def rebalance(self) -> None:
         mine: list[MessageQueue] = []
-        self.missing_topics = set()
+        self.missing_topics = {}
         for topic in self.subs:
             try:
                 queues = await self.queues(topic)
             except RemotingCommandError as exc:
                 if exc.code == ResponseCode.TOPIC_NOT_EXIST:
-                    self.missing_topics.add(topic)
+                    self.missing_topics[topic] = exc
                     continue
                 raise
             if self.broadcast:
@@ -337,7 +337,7 @@ class GroupConsumer(Consumer):
         wrong address or credentials, better said than retried forever)."""
         if self.sql is not None:       # DefaultMQPushConsumer.start: checkClientInBroker, then heartbeats
             await self.check_client_config(self.topic, self.sql)
-        started = False
+        started = said_missing = False
         self._rebalance.set()
         last_rebalance = last_commit = time.monotonic()
         said = ""
@@ -369,6 +369,13 @@ class GroupConsumer(Consumer):
                     self._rebalance.set()
                     continue
             held = list(self.state.assigned.items())
+            if self.topic in self.missing_topics:
+                if until_end:       # no queue to read to its end: said as the explicit-queue read says it
+                    raise self.missing_topics[self.topic]
+                if not said_missing:    # Java's RebalanceImpl logs "... but the topic[...] not exist." and waits
+                    log.warning("consumer group %s: topic %s does not exist (no route at the name server); "
+                                "waiting for it", self.group, self.topic)
+                said_missing = True
             if not held:
                 await asyncio.sleep(poll_ms / 1000)
                 self._rebalance.set()      # nothing assigned yet (topic not created?): look again

@@ -126,6 +126,8 @@ def test_message_ids_of_both_kinds(cluster):
     (("send", "-n", "127.0.0.1:1", "-t", "T", "x"), 1, "cannot connect"),
     (("send", "-n", "{ns}", "-t", "NoSuchTopicAnywhere", "-f", "/no/such/file"), 2, "no such file"),
     (("consume", "-n", "{ns}", "-t", "NoSuchTopicAnywhere", "-e"), 1, "TOPIC_NOT_EXIST"),
+    (("consume", "-n", "{ns}", "-t", "NoSuchTopicAnywhere", "-g", "G_NO_TOPIC", "-e"), 1,       # waited forever
+     "mqtool: error: route of topic NoSuchTopicAnywhere: TOPIC_NOT_EXIST (17)"),
     (("consume", "-n", "{ns}", "-t", "T", "--from", "someday"), 2, "--from must be"),
     (("send", "-n", "{ns}", "-t", "T", "-p", "novalue", "x"), 2, "--property must be k=v"),
     (("send", "-n", "{ns}", "-t", "T", "--count", "5", "--delay-level", "2"), 2, "does not take --delay-level"),
@@ -143,6 +145,16 @@ def test_bad_input(cluster, args, code, text):
     proc = run_cli(*(a.replace("{ns}", cluster["namesrv"]) for a in args))
     assert proc.returncode == code, proc.stderr
     assert text in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_group_waiting_for_a_topic_says_so(cluster):
+    """Without -e a group waits for its topic to be created, as Java's push consumer does; one line
+    says so (it used to wait in silence and then print "no messages")."""
+    proc = run_cli("consume", "-n", cluster["namesrv"], "-t", "NotCreatedYet", "-g", "G_WAITS", "--idle-timeout", "1.5")
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        "consumer group G_WAITS: topic NotCreatedYet does not exist (no route at the name server); waiting for it",
+        "mqtool: no messages"]
 
 
 def test_group_config_kv_perm_and_print_commands(cluster):
