@@ -52,7 +52,7 @@ async def _run(namesrv, cluster, interval, once, state, limit, system, json_out)
             if json_out:
                 emit_json(shape(view, state, limit))
             else:
-                console.print(render(view, state, limit))
+                console.print(render(view, state, limit, keys=False))     # a snapshot: no keys to press
             return
         if json_out:
             while True:
@@ -150,7 +150,8 @@ def _tps(v) -> str:
     return "-" if v is None else f"{v:,.1f}"
 
 
-def render(view: dict, state: dict, limit: int):
+def render(view: dict, state: dict, limit: int, keys: bool = True):
+    """The three tables, and (`keys`: the live view) the line of keys that drive it."""
     from rich.console import Group
     from rich.text import Text
 
@@ -173,5 +174,7 @@ def render(view: dict, state: dict, limit: int):
         behind = f"{g['behind_ms'] / 1000:,.1f}s" if g["lag"] else "0s"
         groups.add_row(g["group"], g["topic"], _tps(g["consume_tps"]), f"{g['lag']:,}", behind, sparkline(g["trend"]))
     filt = f" [{state['typing']}_]" if state["typing"] is not None else (f" [{state['filter']}]" if state["filter"] else "")
+    if not keys:
+        return Group(brokers, topics, groups)
     footer = Text(KEYS_HELP.format(sort=state["sort"], filt=filt), style="dim")
     return Group(brokers, topics, groups, footer)
