@@ -128,6 +128,13 @@ def main() -> None:
     except BrokenPipeError:
         quiet_broken_pipe()
         sys.exit(0)
+    except SystemExit as exc:
+        # typer's click and rich catch a broken pipe themselves and exit 1; output piped into
+        # `head` is not a failure: exit 0, as for a pipe closed outside them (above)
+        if exc.code == 1 and isinstance(exc.__context__, BrokenPipeError):
+            quiet_broken_pipe()
+            sys.exit(0)
+        raise
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:  # the one boundary where errors become a line and a code

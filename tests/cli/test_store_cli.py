@@ -292,3 +292,20 @@ def test_counts_are_said_in_english(basic_store):
     assert summary.endswith(": 1 index header, 3999 index entries"), summary
     one = run_cli("store", "query", basic_store, "--topic", "TopicA", "--key", "shared-1", "--max", "1")
     assert one.returncode == 0 and "more than 1 message matches;" in one.stderr, one.stderr
+
+
+@pytest.mark.parametrize("args", [("store", "dump"), ("store", "dump", "--json")])
+def test_output_piped_into_head_exits_0_quietly(basic_store, args):
+    """`mqtool store dump ROOT | head -1`: the reader closes the pipe early; rich and typer's click
+    each caught that and exited 1 (a failure under `set -o pipefail`), and a table could leave
+    a traceback."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    proc = subprocess.Popen([sys.executable, "-m", "mqtool", *args, str(basic_store)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()                                  # as `head -1` does after its line
+    assert proc.wait(60) == 0
+    assert proc.stderr.read() == b""
