@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, UsageError, err_console, register_lazy
 from mqtool.cli.output import console, emit_json, table
 from mqtool.cli.send import NamesrvOpt
@@ -123,6 +124,7 @@ def status(controller: ControllerOpt = "127.0.0.1:9878", json_out: JsonOpt = Fal
 
 
 @app.command("sync-state")
+@with_credentials
 def sync_state(
     broker: Annotated[Optional[list[str]], typer.Option("-b", "--broker",
                                                         help="Broker set (brokerName); repeat for more.")] = None,
