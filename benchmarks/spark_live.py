@@ -1,17 +1,22 @@
 """The `rocketmq` Spark source and sink against a live local broker, beside same-run baselines.
 
     python benchmarks/spark_live.py [--messages 2000000] [--stream-seconds 30] [--rate 2000] [--quick] [--json]
+        [--lake-only | --small-only | --replay-only]
 
 One broker (ASYNC_FLUSH, embedded name server), `local[2]`:
 - lake: the CLI as a user runs it, end to end (process start, Spark start included): the live
   export into Parquet (`mqtool spark export -n NS -t T -o LAKE --checkpoint CK --available-now`)
   against the offline export of the same broker's store (`mqtool spark export STORE -o OUT -t T`),
   seconds and their ratio (offline / live: 1.0 is as fast);
+- small job: `mqtool spark export -n NS -t Small -o LAKE --checkpoint CK --available-now` of
+  --small-messages messages (a new checkpoint each run), end to end, against a bare
+  `SparkSession.builder.master("local[2]").getOrCreate()` + `stop()` in a new process, run by run
+  interleaved (--small-runs pairs): seconds, and the export's seconds over the bare session's;
 - batch read: N messages of 128 B read with spark.read.format("rocketmq") into Spark's noop sink
   (the read alone) and into Parquet (Spark's writer), against the offline `spark export` of the
   same broker's store in the same session (rows/s ratios; each side warmed by one whole run first);
 - replay: the export's rows sent back with the sink (`livejobs.replay`), against `mqtool send
-  --batch 64` of as many 128 B messages to the same broker (msg/s ratio);
+  --batch 64` of as many 128 B messages to the same broker, measured right before it (msg/s ratio);
 - streaming: a processing-time trigger of 1 s into Parquet while a producer sends at --rate msg/s;
   each row's latency is its batch's commit (the mtime of its `_spark_metadata` entry) minus its
   store timestamp: p50 and p99.
@@ -104,6 +109,39 @@ def cli_seconds(*args) -> float:
     return time.perf_counter() - t0
 
 
+BARE_SESSION = ("from pyspark.sql import SparkSession; "
+                "SparkSession.builder.master('local[2]').getOrCreate().stop()")
+
+
+def small_job(ns: str, tmp: Path, messages: int, runs: int) -> dict:
+    """A small availableNow export end to end against a bare Spark session's start and stop."""
+    subprocess.run([sys.executable, "-m", "mqtool", "send", "-n", ns, "-t", "Small", "--count", str(messages),
+                    "--batch", "64", "--size", "128"], cwd=REPO, capture_output=True, timeout=300, check=True)
+    pairs = []
+    for i in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", BARE_SESSION], capture_output=True, timeout=600, check=True)
+        bare = time.perf_counter() - t0
+        small = cli_seconds("-n", ns, "-t", "Small", "-o", tmp / f"small-{i}", "--checkpoint", tmp / f"small-ck-{i}",
+                            "--available-now")
+        pairs.append((round(small, 2), round(bare, 2)))
+    extra = sorted(a - b for a, b in pairs)
+    return {"messages": messages, "runs": [{"export_s": a, "bare_session_s": b, "extra_s": round(a - b, 2)}
+                                           for a, b in pairs],
+            "median_extra_s": round(extra[len(extra) // 2], 2)}
+
+
+def replay_figure(spark, ns: str, src: Path, n: int) -> dict:
+    """Replay of `src` (n rows) with the sink against `send --batch 64` of n messages just before."""
+    from mqtool.spark.livejobs import replay
+    send = send_cli(ns, "Bench2", n)
+    t0 = time.perf_counter()
+    rep = replay(spark, str(src), {"namesrv": ns, "topic": "Replay"})
+    rate = rep["rows"] / (time.perf_counter() - t0)
+    return {"rows": rep["rows"], "replay_msg_s": round(rate), "send_batch_msg_s": send,
+            "replay_ratio": round(rate / send, 3)}
+
+
 def lake(ns: str, store: Path, topic: str, tmp: Path) -> dict:
     """Live export into Parquet against the offline export of the same messages, both end to end."""
     live_s = cli_seconds("-n", ns, "-t", topic, "-o", tmp / "lake", "--checkpoint", tmp / "lake-ck", "--available-now")
@@ -119,6 +157,12 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=2000)
     ap.add_argument("--quick", action="store_true", help="20,000 messages, 5 s of streaming (a smoke run)")
     ap.add_argument("--lake-only", action="store_true", help="only the live/offline export to Parquet, end to end")
+    ap.add_argument("--small-only", action="store_true", help="only the small availableNow export against a bare "
+                    "Spark session")
+    ap.add_argument("--replay-only", action="store_true", help="only replay against send --batch (after an offline "
+                    "export of the messages, not measured)")
+    ap.add_argument("--small-messages", type=int, default=3000)
+    ap.add_argument("--small-runs", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.quick:
@@ -129,20 +173,34 @@ def main() -> int:
         print(json.dumps({"skipped": "pyspark is not installed"}))
         return 0
     from mqtool.spark.export import run_export
-    from mqtool.spark.livejobs import replay
     from mqtool.spark.session import spark_session
     from mqtool.spark import register
     result: dict = {"messages": a.messages, "size": 128, "master": "local[2]", "flush": "ASYNC_FLUSH"}
     with broker_process() as b, tempfile.TemporaryDirectory(prefix="mqtool-spark-live-") as tmpd:
         drain(b.proc)
         tmp = Path(tmpd)
-        for t in ("Bench", "Replay", "Stream"):
+        for t in ("Bench", "Bench2", "Replay", "Stream", "Small"):
             b.create_topic(t, 8)
-        result["send_batch_msg_s"] = send_cli(b.namesrv, "Bench", a.messages)
-        result["lake"] = lake(b.namesrv, b.tmp / "store", "Bench", tmp)
-        if a.lake_only:
+
+        def done() -> int:
             print(json.dumps(result) if a.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
             return 0
+        if a.small_only:
+            result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs)
+            return done()
+        result["send_batch_msg_s"] = send_cli(b.namesrv, "Bench", a.messages)
+        if a.replay_only:
+            spark, _log = spark_session("local[2]", log_dir=tmp / "log")
+            try:
+                run_export(spark, b.tmp / "store", str(tmp / "offline"))
+                result["replay"] = replay_figure(spark, b.namesrv, tmp / "offline", a.messages)
+            finally:
+                spark.stop()
+            return done()
+        result["lake"] = lake(b.namesrv, b.tmp / "store", "Bench", tmp)
+        if a.lake_only:
+            return done()
+        result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs)
         spark, _log = spark_session("local[2]", log_dir=tmp / "log")
         register(spark)
         try:
@@ -168,11 +226,7 @@ def main() -> int:
             result["live_read_ratio"] = round(result["live_read_rows_s"] / result["offline_export_rows_s"], 3)
             result["live_read_to_parquet_ratio"] = round(
                 result["live_read_to_parquet_rows_s"] / result["offline_export_rows_s"], 3)
-            t0 = time.perf_counter()
-            rep = replay(spark, str(tmp / "offline"), {"namesrv": b.namesrv, "topic": "Replay"})
-            replay_s = time.perf_counter() - t0
-            result.update(replay_rows=rep["rows"], replay_msg_s=round(rep["rows"] / replay_s))
-            result["replay_ratio"] = round(result["replay_msg_s"] / result["send_batch_msg_s"], 3)
+            result["replay"] = replay_figure(spark, b.namesrv, tmp / "offline", a.messages)
             result["stream"] = stream_latency(spark, b.namesrv, "Stream", a.rate, a.stream_seconds, tmp)
         finally:
             spark.stop()
