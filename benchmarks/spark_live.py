@@ -1,7 +1,7 @@
 """The `rocketmq` Spark source and sink against a live local broker, beside same-run baselines.
 
     python benchmarks/spark_live.py [--messages 2000000] [--stream-seconds 30] [--rate 2000] [--quick] [--json]
-        [--lake-only | --small-only | --replay-only]
+        [--lake-only | --small-only | --replay-only | --stream-only]
 
 One broker (ASYNC_FLUSH, embedded name server), `local[2]`:
 - lake: the CLI as a user runs it, end to end (process start, Spark start included): the live
@@ -161,6 +161,7 @@ def main() -> int:
                     "Spark session")
     ap.add_argument("--replay-only", action="store_true", help="only replay against send --batch (after an offline "
                     "export of the messages, not measured)")
+    ap.add_argument("--stream-only", action="store_true", help="only the streaming latency at --rate msg/s")
     ap.add_argument("--small-messages", type=int, default=3000)
     ap.add_argument("--small-runs", type=int, default=3)
     ap.add_argument("--json", action="store_true")
@@ -187,6 +188,13 @@ def main() -> int:
             return 0
         if a.small_only:
             result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs)
+            return done()
+        if a.stream_only:
+            spark, _log = spark_session("local[2]", log_dir=tmp / "log")
+            try:
+                result["stream"] = stream_latency(spark, b.namesrv, "Stream", a.rate, a.stream_seconds, tmp)
+            finally:
+                spark.stop()
             return done()
         result["send_batch_msg_s"] = send_cli(b.namesrv, "Bench", a.messages)
         if a.replay_only:
