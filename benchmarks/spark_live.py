@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from brokerproc import REPO, broker_process  # noqa: E402
+from brokerproc import REPO, broker_process, tree_env  # noqa: E402
 
 
 def drain(proc) -> None:
@@ -101,11 +101,13 @@ def stream_latency(spark, ns: str, topic: str, rate: int, seconds: float, tmp: P
             "seconds": seconds}
 
 
-def cli_seconds(*args) -> float:
-    """Wall time of one `mqtool spark export ...` run, as a user runs it."""
+def cli_seconds(*args, tree: dict | None = None) -> float:
+    """Wall time of one `mqtool spark export ...` run, as a user runs it (`tree`: another checkout's,
+    {"dir": checkout, "env": brokerproc.tree_env(...)})."""
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "mqtool", "spark", "export", *map(str, args), "--master", "local[2]"],
-                   cwd=REPO, capture_output=True, text=True, timeout=1800, check=True)
+                   cwd=tree["dir"] if tree else REPO, env=tree["env"] if tree else None, capture_output=True,
+                   text=True, timeout=1800, check=True)
     return time.perf_counter() - t0
 
 
@@ -113,33 +115,59 @@ BARE_SESSION = ("from pyspark.sql import SparkSession; "
                 "SparkSession.builder.master('local[2]').getOrCreate().stop()")
 
 
-def small_job(ns: str, tmp: Path, messages: int, runs: int) -> dict:
-    """A small availableNow export end to end against a bare Spark session's start and stop."""
+def small_job(ns: str, tmp: Path, messages: int, runs: int, before: dict | None = None) -> dict:
+    """A small availableNow export end to end against a bare Spark session's start and stop, run by
+    run interleaved (and `before`'s export of the same, when given)."""
     subprocess.run([sys.executable, "-m", "mqtool", "send", "-n", ns, "-t", "Small", "--count", str(messages),
                     "--batch", "64", "--size", "128"], cwd=REPO, capture_output=True, timeout=300, check=True)
-    pairs = []
+    out = []
     for i in range(runs):
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-c", BARE_SESSION], capture_output=True, timeout=600, check=True)
-        bare = time.perf_counter() - t0
-        small = cli_seconds("-n", ns, "-t", "Small", "-o", tmp / f"small-{i}", "--checkpoint", tmp / f"small-ck-{i}",
-                            "--available-now")
-        pairs.append((round(small, 2), round(bare, 2)))
-    extra = sorted(a - b for a, b in pairs)
-    return {"messages": messages, "runs": [{"export_s": a, "bare_session_s": b, "extra_s": round(a - b, 2)}
-                                           for a, b in pairs],
-            "median_extra_s": round(extra[len(extra) // 2], 2)}
+        run = {"bare_session_s": round(time.perf_counter() - t0, 2)}
+        for side, tree in (("export", None), ("before", before)):
+            if side == "export" or tree:
+                run[f"{side}_s"] = round(cli_seconds("-n", ns, "-t", "Small", "-o", tmp / f"small-{side}-{i}",
+                                                     "--checkpoint", tmp / f"small-ck-{side}-{i}", "--available-now",
+                                                     tree=tree), 2)
+                run[f"{side}_extra_s"] = round(run[f"{side}_s"] - run["bare_session_s"], 2)
+        out.append(run)
+    median = lambda k: sorted(r[k] for r in out)[len(out) // 2]  # noqa: E731
+    result = {"messages": messages, "runs": out, "median_extra_s": median("export_extra_s")}
+    if before:
+        result["before_median_extra_s"] = median("before_extra_s")
+    return result
 
 
-def replay_figure(spark, ns: str, src: Path, n: int) -> dict:
-    """Replay of `src` (n rows) with the sink against `send --batch 64` of n messages just before."""
-    from mqtool.spark.livejobs import replay
-    send = send_cli(ns, "Bench2", n)
+REPLAY = """import json, sys, time
+from mqtool.spark.session import spark_session
+from mqtool.spark.livejobs import replay
+spark, _log = spark_session("local[2]")
+try:
     t0 = time.perf_counter()
-    rep = replay(spark, str(src), {"namesrv": ns, "topic": "Replay"})
-    rate = rep["rows"] / (time.perf_counter() - t0)
-    return {"rows": rep["rows"], "replay_msg_s": round(rate), "send_batch_msg_s": send,
-            "replay_ratio": round(rate / send, 3)}
+    r = replay(spark, sys.argv[1], {"namesrv": sys.argv[2], "topic": "Replay"})
+    print(json.dumps({"rows": r["rows"], "seconds": time.perf_counter() - t0}))
+finally:
+    spark.stop()
+"""
+
+
+def replay_figure(ns: str, src: Path, n: int, before: dict | None = None) -> dict:
+    """Replay of `src` with the sink in a new Spark session (its start not counted) against `send
+    --batch 64` of n messages just before it; then the same with `before`'s code, when given."""
+    result = {}
+    for side, tree in (("after", None), ("before", before)):
+        if side == "before" and not tree:
+            continue
+        send = send_cli(ns, "Bench2", n)
+        proc = subprocess.run([sys.executable, "-c", REPLAY, str(src), ns], cwd=tree["dir"] if tree else REPO,
+                              env=tree["env"] if tree else None, capture_output=True, text=True, timeout=1800,
+                              check=True)
+        rep = json.loads(proc.stdout.strip().splitlines()[-1])
+        rate = rep["rows"] / rep["seconds"]
+        result[side] = {"rows": rep["rows"], "replay_msg_s": round(rate), "send_batch_msg_s": send,
+                        "replay_ratio": round(rate / send, 3)}
+    return result if before else result["after"]
 
 
 def lake(ns: str, store: Path, topic: str, tmp: Path) -> dict:
@@ -164,6 +192,8 @@ def main() -> int:
     ap.add_argument("--stream-only", action="store_true", help="only the streaming latency at --rate msg/s")
     ap.add_argument("--small-messages", type=int, default=3000)
     ap.add_argument("--small-runs", type=int, default=3)
+    ap.add_argument("--before-tree", type=Path, help="another checkout: the small-job and replay figures of its "
+                    "code too, in the same run")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.quick:
@@ -180,6 +210,7 @@ def main() -> int:
     with broker_process() as b, tempfile.TemporaryDirectory(prefix="mqtool-spark-live-") as tmpd:
         drain(b.proc)
         tmp = Path(tmpd)
+        before = {"dir": a.before_tree, "env": tree_env(a.before_tree, tmp)} if a.before_tree else None
         for t in ("Bench", "Bench2", "Replay", "Stream", "Small"):
             b.create_topic(t, 8)
 
@@ -187,7 +218,8 @@ def main() -> int:
             print(json.dumps(result) if a.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
             return 0
         if a.small_only:
-            result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs)
+            result.pop("messages")
+            result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs, before)
             return done()
         if a.stream_only:
             spark, _log = spark_session("local[2]", log_dir=tmp / "log")
@@ -201,14 +233,14 @@ def main() -> int:
             spark, _log = spark_session("local[2]", log_dir=tmp / "log")
             try:
                 run_export(spark, b.tmp / "store", str(tmp / "offline"))
-                result["replay"] = replay_figure(spark, b.namesrv, tmp / "offline", a.messages)
             finally:
                 spark.stop()
+            result["replay"] = replay_figure(b.namesrv, tmp / "offline", a.messages, before)
             return done()
         result["lake"] = lake(b.namesrv, b.tmp / "store", "Bench", tmp)
         if a.lake_only:
             return done()
-        result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs)
+        result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs, before)
         spark, _log = spark_session("local[2]", log_dir=tmp / "log")
         register(spark)
         try:
@@ -234,7 +266,7 @@ def main() -> int:
             result["live_read_ratio"] = round(result["live_read_rows_s"] / result["offline_export_rows_s"], 3)
             result["live_read_to_parquet_ratio"] = round(
                 result["live_read_to_parquet_rows_s"] / result["offline_export_rows_s"], 3)
-            result["replay"] = replay_figure(spark, b.namesrv, tmp / "offline", a.messages)
+            result["replay"] = replay_figure(b.namesrv, tmp / "offline", a.messages, before)
             result["stream"] = stream_latency(spark, b.namesrv, "Stream", a.rate, a.stream_seconds, tmp)
         finally:
             spark.stop()
