@@ -11,7 +11,9 @@ One broker (ASYNC_FLUSH, embedded name server), `local[2]`:
 - small job: `mqtool spark export -n NS -t Small -o LAKE --checkpoint CK --available-now` of
   --small-messages messages (a new checkpoint each run), end to end, against a bare
   `SparkSession.builder.master("local[2]").getOrCreate()` + `stop()` in a new process, run by run
-  interleaved (--small-runs pairs): seconds, and the export's seconds over the bare session's;
+  interleaved (--small-runs of them), and against mqtool's own session (`spark_session`: no UI,
+  Spark's log to a file) started and stopped the same way: seconds, and the export's seconds over
+  each (with --before-tree, that checkout's export too);
 - batch read: N messages of 128 B read with spark.read.format("rocketmq") into Spark's noop sink
   (the read alone) and into Parquet (Spark's writer), against the offline `spark export` of the
   same broker's store in the same session (rows/s ratios; each side warmed by one whole run first);
@@ -113,6 +115,9 @@ def cli_seconds(*args, tree: dict | None = None) -> float:
 
 BARE_SESSION = ("from pyspark.sql import SparkSession; "
                 "SparkSession.builder.master('local[2]').getOrCreate().stop()")
+# mqtool's own session (`spark_session`: log to a file, no UI, the master the export uses), started and stopped
+MQTOOL_SESSION = ("from mqtool.spark.session import spark_session; "
+                  "spark_session('local[2,4]')[0].stop()")
 
 
 def small_job(ns: str, tmp: Path, messages: int, runs: int, before: dict | None = None) -> dict:
@@ -125,17 +130,23 @@ def small_job(ns: str, tmp: Path, messages: int, runs: int, before: dict | None 
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-c", BARE_SESSION], capture_output=True, timeout=600, check=True)
         run = {"bare_session_s": round(time.perf_counter() - t0, 2)}
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", MQTOOL_SESSION], cwd=REPO, capture_output=True, timeout=600, check=True)
+        run["mqtool_session_s"] = round(time.perf_counter() - t0, 2)
         for side, tree in (("export", None), ("before", before)):
             if side == "export" or tree:
                 run[f"{side}_s"] = round(cli_seconds("-n", ns, "-t", "Small", "-o", tmp / f"small-{side}-{i}",
                                                      "--checkpoint", tmp / f"small-ck-{side}-{i}", "--available-now",
                                                      tree=tree), 2)
                 run[f"{side}_extra_s"] = round(run[f"{side}_s"] - run["bare_session_s"], 2)
+                run[f"{side}_over_mqtool_session_s"] = round(run[f"{side}_s"] - run["mqtool_session_s"], 2)
         out.append(run)
     median = lambda k: sorted(r[k] for r in out)[len(out) // 2]  # noqa: E731
-    result = {"messages": messages, "runs": out, "median_extra_s": median("export_extra_s")}
+    result = {"messages": messages, "runs": out, "median_extra_s": median("export_extra_s"),
+              "median_over_mqtool_session_s": median("export_over_mqtool_session_s")}
     if before:
         result["before_median_extra_s"] = median("before_extra_s")
+        result["before_median_over_mqtool_session_s"] = median("before_over_mqtool_session_s")
     return result
 
 
