@@ -23,7 +23,8 @@ One broker (ASYNC_FLUSH, embedded name server), `local[2]`:
   measured right before it (msg/s ratios);
 - streaming: a processing-time trigger of 1 s into Parquet while a producer sends at --rate msg/s;
   each row's latency is its batch's commit (the mtime of its `_spark_metadata` entry) minus its
-  store timestamp: p50 and p99.
+  store timestamp: p50 and p99; and the same through the CLI's `spark export -n ... --interval 1s`
+  (the lake path), its first batch (one message, sent to wait for Spark's start) not counted.
 """
 from __future__ import annotations
 
@@ -70,8 +71,16 @@ async def paced_sends(ns: str, topic: str, rate: int, seconds: float) -> int:
     return sent
 
 
+async def send_one(ns: str, topic: str) -> None:
+    from mqtool.client.producer import OutMessage, Producer
+    p = Producer(ns, "PID_BENCH_STREAM")
+    try:
+        await p.send(OutMessage(topic, b"s" * 128))
+    finally:
+        await p.close()
+
+
 def stream_latency(spark, ns: str, topic: str, rate: int, seconds: float, tmp: Path) -> dict:
-    import pyarrow.parquet as pq
     from mqtool.spark import register
     register(spark)
     out, ck = tmp / "stream-out", tmp / "stream-ck"
@@ -86,6 +95,12 @@ def stream_latency(spark, ns: str, topic: str, rate: int, seconds: float, tmp: P
         time.sleep(0.2)
     time.sleep(1.0)                                   # the sink's commit of that batch
     q.stop()
+    return {"sent": sent, **_latencies(out)[0], "rate": rate, "seconds": seconds}
+
+
+def _latencies(out: Path, skip_batches: int = 0) -> tuple[dict, int]:
+    """p50 / p99 of (commit time - store time) over the lake's rows, and how many rows."""
+    import pyarrow.parquet as pq
     lat, seen = [], set()
     entries = [e for e in (out / "_spark_metadata").iterdir() if e.name.split(".")[0].isdigit()]
     # Batch N's entry is "N", or "N.compact" every 10th batch (all files so far): a file's commit time
@@ -97,12 +112,53 @@ def stream_latency(spark, ns: str, topic: str, rate: int, seconds: float, tmp: P
             if path in seen:
                 continue
             seen.add(path)
+            if int(entry.name.split(".")[0]) < skip_batches:
+                continue
             ts = pq.read_table(path.removeprefix("file:"), columns=["store_timestamp"]).column(0).to_pylist()
             lat += [committed_ms - t for t in ts]
     lat.sort()
     pick = lambda p: round(lat[min(len(lat) - 1, int(p * len(lat)))] / 1000, 2) if lat else None  # noqa: E731
-    return {"sent": sent, "rows": len(lat), "p50_s": pick(0.50), "p99_s": pick(0.99), "rate": rate,
-            "seconds": seconds}
+    return {"rows": len(lat), "p50_s": pick(0.50), "p99_s": pick(0.99)}, len(lat)
+
+
+def stream_latency_cli(ns: str, topic: str, rate: int, seconds: float, tmp: Path, tree: dict | None = None,
+                       name: str = "stream-cli") -> dict:
+    """The same through the CLI: `mqtool spark export -n NS -t T -o LAKE --checkpoint CK --interval 1s`
+    (the lake path: the driver commits each micro-batch by id). One message first, to wait for
+    Spark's start; its batch is not counted."""
+    import signal
+    out, ck = tmp / f"{name}-out", tmp / f"{name}-ck"
+    proc = subprocess.Popen([sys.executable, "-m", "mqtool", "spark", "export", "-n", ns, "-t", topic, "-o", str(out),
+                             "--checkpoint", str(ck), "--interval", "1s", "--master", "local[2]"],
+                            cwd=tree["dir"] if tree else REPO, env=tree["env"] if tree else None,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        asyncio.run(send_one(ns, topic))
+        first = 0
+        while True:                                   # the first batch: Spark has started
+            line = proc.stderr.readline()
+            if not line:
+                raise SystemExit("the export ended before its first batch")
+            if line.startswith("batch "):
+                first = int(line.split()[1].rstrip(":")) + 1
+                break
+        drain(proc)
+        sent = asyncio.run(paced_sends(ns, topic, rate, seconds))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            from mqtool.spark.sinklog import SinkLog
+            import pyarrow.parquet as pq
+            files = SinkLog(str(out)).all_files()
+            if sum(pq.read_metadata(f["path"].removeprefix("file://")).num_rows for f in files) >= sent + 1:
+                break
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)               # stops after the current micro-batch
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return {"sent": sent, **_latencies(out, first)[0], "rate": rate, "seconds": seconds}
 
 
 def cli_seconds(*args, tree: dict | None = None) -> float:
@@ -229,7 +285,7 @@ def main() -> int:
         drain(b.proc)
         tmp = Path(tmpd)
         before = {"dir": a.before_tree, "env": tree_env(a.before_tree, tmp)} if a.before_tree else None
-        for t in ("Bench", "Bench2", "Replay", "Stream", "Small"):
+        for t in ("Bench", "Bench2", "Replay", "Stream", "Stream2", "Stream3", "Small"):
             b.create_topic(t, 8)
 
         def done() -> int:
@@ -240,11 +296,19 @@ def main() -> int:
             result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs, before)
             return done()
         if a.stream_only:
+            result.pop("messages")
             spark, _log = spark_session("local[2]", log_dir=tmp / "log")
             try:
                 result["stream"] = stream_latency(spark, b.namesrv, "Stream", a.rate, a.stream_seconds, tmp)
             finally:
                 spark.stop()
+            result["stream_cli"] = stream_latency_cli(b.namesrv, "Stream2", a.rate, a.stream_seconds, tmp)
+        if before:
+            result["stream_cli_before"] = stream_latency_cli(b.namesrv, "Stream3", a.rate, a.stream_seconds, tmp, before,
+                                                             "stream-cli-before")
+            if before:
+                result["stream_cli_before"] = stream_latency_cli(b.namesrv, "Stream3", a.rate, a.stream_seconds, tmp, before,
+                                                                 "stream-cli-before")
             return done()
         result["send_batch_msg_s"] = send_cli(b.namesrv, "Bench", a.messages)
         if a.replay_only:
@@ -288,6 +352,10 @@ def main() -> int:
             result["stream"] = stream_latency(spark, b.namesrv, "Stream", a.rate, a.stream_seconds, tmp)
         finally:
             spark.stop()
+        result["stream_cli"] = stream_latency_cli(b.namesrv, "Stream2", a.rate, a.stream_seconds, tmp)
+        if before:
+            result["stream_cli_before"] = stream_latency_cli(b.namesrv, "Stream3", a.rate, a.stream_seconds, tmp, before,
+                                                             "stream-cli-before")
     result["baseline"] = {"offline_export_rows_s": result["offline_export_rows_s"],
                           "send_batch_msg_s": result["send_batch_msg_s"]}
     if a.json:
