@@ -26,13 +26,21 @@ def files(path: str) -> list[str]:
         return [path]
     log = SinkLog(path)
     if log.latest() >= 0:
-        return sorted(e["path"].removeprefix("file://").removeprefix("file:") for e in log.all_files())
+        return sorted(_local(e["path"]) for e in log.all_files())
     found = []
     for root, dirs, names in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
         found += [os.path.join(root, n) for n in sorted(names) if not n.startswith(("_", ".")) and
                   n.endswith(".parquet")]
     return found
+
+
+def _local(uri: str) -> str:
+    """A sink log entry's path as a local file name: Spark writes URIs (percent-escaped), the
+    lake export the plain path after file://."""
+    from urllib.parse import unquote
+    path = uri.removeprefix("file://").removeprefix("file:")
+    return path if os.path.exists(path) else unquote(path)
 
 
 def plan(paths: list[str], tasks: int) -> tuple[list[list[tuple]], int]:
