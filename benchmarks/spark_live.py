@@ -108,6 +108,8 @@ def stream_latency(spark, ns: str, topic: str, rate: int, seconds: float, tmp: P
 def _latencies(out: Path, skip_batches: int = 0) -> tuple[dict, int]:
     """p50 / p99 of (commit time - store time) over the lake's rows, and how many rows."""
     import pyarrow.parquet as pq
+
+    from mqtool.spark.sinklog import local_path
     lat, seen = [], set()
     entries = [e for e in (out / "_spark_metadata").iterdir() if e.name.split(".")[0].isdigit()]
     # Batch N's entry is "N", or "N.compact" every 10th batch (all files so far): a file's commit time
@@ -121,7 +123,7 @@ def _latencies(out: Path, skip_batches: int = 0) -> tuple[dict, int]:
             seen.add(path)
             if int(entry.name.split(".")[0]) < skip_batches:
                 continue
-            ts = pq.read_table(path.removeprefix("file:"), columns=["store_timestamp"]).column(0).to_pylist()
+            ts = pq.read_table(local_path(path), columns=["store_timestamp"]).column(0).to_pylist()
             lat += [committed_ms - t for t in ts]
     lat.sort()
     pick = lambda p: round(lat[min(len(lat) - 1, int(p * len(lat)))] / 1000, 2) if lat else None  # noqa: E731
@@ -153,10 +155,11 @@ def stream_latency_cli(ns: str, topic: str, rate: int, seconds: float, tmp: Path
         sent = asyncio.run(paced_sends(ns, topic, rate, seconds))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            from mqtool.spark.sinklog import SinkLog
             import pyarrow.parquet as pq
+
+            from mqtool.spark.sinklog import SinkLog, local_path
             files = SinkLog(str(out)).all_files()
-            if sum(pq.read_metadata(f["path"].removeprefix("file://")).num_rows for f in files) >= sent + 1:
+            if sum(pq.read_metadata(local_path(f["path"])).num_rows for f in files) >= sent + 1:
                 break
             time.sleep(0.5)
         proc.send_signal(signal.SIGINT)               # stops after the current micro-batch

@@ -21,26 +21,18 @@ READ_ROWS = 8_192              # rows a task reads (and converts) at a time
 def files(path: str) -> list[str]:
     """The Parquet files to replay: the sink log's, or every part file under `path` (hidden and
     `_`-prefixed names skipped, as Spark and pyarrow skip them)."""
-    from mqtool.spark.sinklog import SinkLog
+    from mqtool.spark.sinklog import SinkLog, local_path
     if os.path.isfile(path):
         return [path]
     log = SinkLog(path)
     if log.latest() >= 0:
-        return sorted(_local(e["path"]) for e in log.all_files())
+        return sorted(local_path(e["path"]) for e in log.all_files())
     found = []
     for root, dirs, names in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
         found += [os.path.join(root, n) for n in sorted(names) if not n.startswith(("_", ".")) and
                   n.endswith(".parquet")]
     return found
-
-
-def _local(uri: str) -> str:
-    """A sink log entry's path as a local file name: Spark writes URIs (percent-escaped), the
-    lake export the plain path after file://."""
-    from urllib.parse import unquote
-    path = uri.removeprefix("file://").removeprefix("file:")
-    return path if os.path.exists(path) else unquote(path)
 
 
 def plan(paths: list[str], tasks: int) -> tuple[list[list[tuple]], int]:

@@ -48,3 +48,16 @@ def test_a_lake_with_a_sink_log_replays_only_what_the_log_lists(tmp_path):
     spark_style.write_text('v1\n{"path":"file:' + str(lake).replace("%", "%25") +
                            '/topic=%2525RETRY%2525g1/part-1.parquet","action":"add"}')
     assert livereplay.files(str(lake)) == [kept, more]
+
+
+def test_the_sink_log_names_files_as_uris_spark_can_read(tmp_path, spark):
+    """Partition directories hold escapes (`topic=%25DLQ%25g1`) and OUT may hold a space: the log
+    lists percent-escaped URIs, which Spark decodes back to the files (it read none before)."""
+    from mqtool.spark.sinklog import local_path
+    lake = tmp_path / "my lake"
+    f = _write(lake / "topic=%25DLQ%25g1" / "part-0.parquet", 0, 2, 2)
+    SinkLog(str(lake)).add(0, [f])
+    entry = SinkLog(str(lake)).all_files()[0]["path"]
+    assert entry.startswith("file:///") and "%2525DLQ" in entry and " " not in entry
+    assert local_path(entry) == f and local_path("file://" + f) == f        # a log written before: plain paths
+    assert spark.read.parquet(str(lake)).count() == 2
