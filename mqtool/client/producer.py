@@ -86,6 +86,14 @@ class UniqIdMaker:
         diff = (now - self.month_start) & 0xFFFFFFFF
         return f"{self.fixed_hex}{diff:08X}{next(self.counter) & 0xFFFF:04X}"
 
+    def take(self, n: int) -> list[str]:
+        """n ids made at once (one clock reading: what n calls of `next` in the same ms give)."""
+        now = self.clock()
+        if now >= self.next_month_start:
+            self.month_start, self.next_month_start = month_bounds(now, self.tz)
+        head = f"{self.fixed_hex}{(now - self.month_start) & 0xFFFFFFFF:08X}"
+        return [f"{head}{c & 0xFFFF:04X}" for c in itertools.islice(self.counter, n)]
+
 
 class Producer(ClientBase):
     """`trace=True` writes a Pub trace record per send that returns a result (and an EndTransaction
@@ -175,12 +183,17 @@ class Producer(ClientBase):
                            queue: MessageQueue | int | None = None) -> SendResult:
         """One SEND_BATCH_MESSAGE of (flag, body, properties text) entries whose properties already
         hold their UNIQ_KEY (`ids`, from `self.ids`): for callers that build many messages at once."""
-        body = encode_batch(entries)
+        return await self.send_encoded(topic, encode_batch(entries), ids, queue)
+
+    async def send_encoded(self, topic: str, body: bytes, ids: list[str],
+                           queue: MessageQueue | int | None = None) -> SendResult:
+        """One SEND_BATCH_MESSAGE whose body is `encode_batch`'s bytes of len(ids) messages, each
+        holding its UNIQ_KEY from `ids` (for callers that encode many rows at once)."""
         started = int(time.time() * 1000) if self.tracer is not None else 0
         res = await self._send(topic, body, "WAIT\x01true", 0, 0, queue, None, False, ",".join(ids), batch=True)
         if self.tracer is not None:         # as 4.9.8: one Pub, its msgId the batch's ids comma-joined
             self._trace_pub(topic, res, {}, len(body), started)
-        self.acked += len(entries)
+        self.acked += len(ids)
         return res
 
     async def publish_route(self, topic: str, refresh: bool = False) -> TopicRoute:

@@ -83,7 +83,14 @@ def commit_group(options: dict, offsets: dict) -> int:
 
 
 def replay(spark, path: str, options: dict) -> dict:
-    """Every row of the Parquet at `path` sent to the options' topic. Returns {"rows": n}."""
+    """Every row of the Parquet at `path` sent to the options' topic. Returns {"rows": n}. A local
+    path: tasks read it with pyarrow (`livereplay`); a URI: Spark's reader and the sink."""
+    if "://" not in str(path):
+        from mqtool.spark.liveoptions import parse_options
+        from mqtool.spark.livereplay import replay_files
+        done = replay_files(spark, str(path), parse_options(options, writing=True))
+        if done is not None:
+            return done
     register(spark)
     df = spark.read.parquet(path)
     keep = [c for c in ("body", "tags", "keys", "properties") if c in df.columns]

@@ -18,6 +18,7 @@ killed attempt had moved (step 1's list); a batch already in the log is only mar
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 import uuid
@@ -26,21 +27,47 @@ from mqtool.spark.sinklog import Checkpoint, SinkLog
 
 STAGING_PREFIX = "mqtool-batch-"
 ROWS_PER_FILE = 1 << 20      # a large micro-batch: tasks of up to this many rows, a multiple of the cores
+_LOCAL = re.compile(r"^local\[(?:\*|\d+)(?:,\s*(\d+))?\]$|^local$")
+
+
+def _write_one(fs, staging: str, job: str, opts, parts: list[str], index: int, ranges, attempt: int):
+    from mqtool.spark.livereader import read_ranges
+    from mqtool.spark.liveplan import QueueRange
+    from mqtool.spark.schema import live_arrow_schema
+    from mqtool.spark.writer import write_task
+    batches = read_ranges(opts, [QueueRange(*r) for r in ranges])
+    return write_task(fs, staging, job, index, attempt, batches, live_arrow_schema(), parts)
 
 
 def _task(fs, staging: str, job: str, opts, parts: list[str]):
     def run(items):
         from pyspark import TaskContext
-
-        from mqtool.spark.livereader import read_ranges
-        from mqtool.spark.liveplan import QueueRange
-        from mqtool.spark.schema import live_arrow_schema
-        from mqtool.spark.writer import write_task
         attempt = TaskContext.get().attemptNumber()
         for index, ranges in items:
-            batches = read_ranges(opts, [QueueRange(*r) for r in ranges])
-            yield write_task(fs, staging, job, index, attempt, batches, live_arrow_schema(), parts)
+            yield _write_one(fs, staging, job, opts, parts, index, ranges, attempt)
     return run
+
+
+def local_attempts(master: str) -> int | None:
+    """How often a local master runs a failing task (local[N,F]: F; local[N]: once); None for a
+    cluster master, whose tasks run on its executors."""
+    m = _LOCAL.match(master.strip())
+    if not m:
+        return None
+    return int(m.group(1)) if m.group(1) else 1
+
+
+def _in_driver(fs, staging: str, job: str, opts, parts: list[str], ranges, attempts: int) -> list:
+    """A batch of one task on a local master, run by the driver itself, as Spark would run it
+    (attempt by attempt, up to the master's task retries) but without a Spark job: the task would
+    run on this machine anyway, and a job's first Python worker costs 2-3 s to start."""
+    for attempt in range(attempts):
+        try:
+            return [_write_one(fs, staging, job, opts, parts, 0, ranges, attempt)]
+        except Exception:
+            if attempt + 1 >= attempts:
+                raise
+    return []
 
 
 def _remove_stale_staging(out: str) -> None:
@@ -82,9 +109,13 @@ def _write_batch(spark, reader, batch_id: int, start: dict, end: dict, out: str,
     fs.create_dir(staging, recursive=True)
     describe(spark.sparkContext, f"export: micro-batch {batch_id}, {len(groups)} tasks")
     items = [(i, [(r.topic, r.broker, r.queue_id, r.start, r.end) for r in g]) for i, g in enumerate(groups)]
+    attempts = local_attempts(spark.sparkContext.master)
     try:
-        results = spark.sparkContext.parallelize(items, len(items)).mapPartitions(
-            _task(fs, staging, job, reader.opts, parts)).collect()
+        if len(items) == 1 and attempts:
+            results = _in_driver(fs, staging, job, reader.opts, parts, items[0][1], attempts)
+        else:
+            results = spark.sparkContext.parallelize(items, len(items)).mapPartitions(
+                _task(fs, staging, job, reader.opts, parts)).collect()
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -117,6 +148,14 @@ def _discard(paths: list[str]) -> None:
             os.remove(p)
         except FileNotFoundError:
             pass
+
+
+def _reached(target: dict | None, end: dict) -> bool:
+    from mqtool.spark.liveoptions import offsets_from_json
+    if target is None:
+        return False
+    got = offsets_from_json(end)
+    return all(got.get(q, 0) >= t for q, t in target.items())
 
 
 def lake_export(spark, options: dict, out: str, checkpoint: str, partition_by: list[str],
@@ -160,6 +199,8 @@ def lake_export(spark, options: dict, out: str, checkpoint: str, partition_by: l
                 on_batch({"batchId": batch_id, "numInputRows": n, "sources": [{"endOffset": end}],
                           "durationMs": {"triggerExecution": took, "addBatch": round((t1 - t0) * 1000)}})
             if interval_s is None:
+                if _reached(reader.target, end):
+                    break                           # availableNow's target is in: no need to ask again
                 continue
         elif interval_s is None:
             break

@@ -2,7 +2,8 @@
 
 Columns: `topic` (or the `topic` option), `body` (binary or string), optional `tags`, `keys`
 (string, space-separated as KEYS is, or array of strings) and `properties` (map). Each batch is
-one SEND_BATCH_MESSAGE (up to `sendBatchSize` rows and 1 MiB of bodies), several in flight; any
+one SEND_BATCH_MESSAGE (up to `sendBatchSize` rows and 1 MiB of entries, encoded a column at a
+time by `sinkencode`), several in flight; any
 answer other than SEND_OK fails the task with the broker's code and remark. RocketMQ 4 has no
 idempotent producer, so a retried task sends its rows again: the sink is at-least-once.
 """
@@ -42,7 +43,8 @@ def check_columns(fields: dict[str, str], opts: LiveOptions) -> None:
 
 
 def rows(batch, default_topic: str | None):
-    """(topic, body, properties text without UNIQ_KEY) of each row of one Arrow record batch."""
+    """(topic, body, properties text without UNIQ_KEY) of each row of one Arrow record batch: the
+    reference for `sinkencode.encode`, which the sink runs (tests pin the two together)."""
     cols = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)
             if name in ("topic", "body", "tags", "keys", "properties")}
     n = batch.num_rows
@@ -76,32 +78,48 @@ def rows(batch, default_topic: str | None):
         yield topic, body, sep.join(parts)
 
 
-def _batches(items, size: int):
-    """Lists of up to `size` rows of one topic and about BATCH_BYTES of bodies."""
-    per_topic: dict[str, list] = {}
-    sizes: dict[str, int] = {}
-    for item in items:
-        topic = item[0]
-        cur = per_topic.setdefault(topic, [])
-        cur.append(item)
-        sizes[topic] = sizes.get(topic, 0) + len(item[1])
-        if len(cur) >= size or sizes[topic] >= BATCH_BYTES:
-            yield cur
-            per_topic[topic], sizes[topic] = [], 0
-    for lst in per_topic.values():
-        if lst:
-            yield lst
+def by_topic(batch, default_topic: str | None):
+    """(topic, rows of that topic) of one Arrow record batch; one clear error for a row the sink
+    cannot send (a null body, no topic)."""
+    import pyarrow.compute as pc
+    names = batch.schema.names
+    body = batch.column(names.index("body"))
+    if body.null_count:
+        raise OptionError(f"row {pc.index(body.is_null(), True).as_py()} of a batch has a null body")
+    if "topic" not in names:
+        if not default_topic:
+            raise OptionError("row 0 of a batch has no topic (null topic column and no topic option)")
+        yield default_topic, batch
+        return
+    t = batch.column(names.index("topic"))
+    t = pc.if_else(pc.equal(t, ""), None, t)
+    if default_topic:
+        t = t.fill_null(default_topic)
+    if t.null_count:
+        raise OptionError(f"row {pc.index(t.is_null(), True).as_py()} of a batch has no topic (null topic column "
+                          "and no topic option)")
+    found = pc.unique(t).to_pylist()
+    if len(found) == 1:
+        yield found[0], batch
+        return
+    for topic in found:
+        yield topic, batch.filter(pc.equal(t, topic))
 
 
-def _entries(producer: Producer, lst) -> tuple[list, list]:
-    kv, sep = NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
-    ids = [producer.ids.next() for _ in lst]
-    entries = [(0, body, f"{text}{sep}UNIQ_KEY{kv}{uniq}" if text else f"UNIQ_KEY{kv}{uniq}")
-               for (_, body, text), uniq in zip(lst, ids)]
-    return entries, ids
+def cuts(offsets, size: int):
+    """Row ranges [a, b) of up to `size` rows and BATCH_BYTES of entries (a bigger row goes alone)."""
+    import numpy as np
+    n, a = len(offsets) - 1, 0
+    while a < n:
+        b = min(a + size, n)
+        if offsets[b] - offsets[a] > BATCH_BYTES:
+            b = max(a + 1, int(np.searchsorted(offsets, offsets[a] + BATCH_BYTES, side="right")) - 1)
+        yield a, b
+        a = b
 
 
 async def _send_all(opts: LiveOptions, record_batches) -> int:
+    from mqtool.spark.sinkencode import encode
     producer = Producer(opts.namesrv, opts.group or SINK_GROUP, credentials=opts.credentials(),
                         timeout_s=min(opts.timeout_s, 10.0))
     sent = 0
@@ -109,25 +127,27 @@ async def _send_all(opts: LiveOptions, record_batches) -> int:
     failures: list[BaseException] = []
     tasks: set[asyncio.Task] = set()
 
-    async def one(lst):
+    async def one(topic, body, ids):
         nonlocal sent
         try:
-            entries, ids = _entries(producer, lst)
-            await producer.send_entries(lst[0][0], entries, ids)
-            sent += len(lst)
+            await producer.send_encoded(topic, body, ids)
+            sent += len(ids)
         except BaseException as exc:  # noqa: BLE001 - the first failure fails the task
             failures.append(exc)
         finally:
             window.release()
     try:
         for rb in record_batches:
-            for lst in _batches(rows(rb, opts.send_topic), opts.send_batch):
-                await window.acquire()
-                if failures:
-                    raise failures[0]
-                t = asyncio.create_task(one(lst))
-                tasks.add(t)
-                t.add_done_callback(tasks.discard)
+            for topic, rows_ in by_topic(rb, opts.send_topic):
+                ids = producer.ids.take(rows_.num_rows)
+                data, offsets = encode(rows_, ids, RESERVED)
+                for a, b in cuts(offsets, opts.send_batch):
+                    await window.acquire()
+                    if failures:
+                        raise failures[0]
+                    t = asyncio.create_task(one(topic, data[offsets[a]:offsets[b]].tobytes(), ids[a:b]))
+                    tasks.add(t)
+                    t.add_done_callback(tasks.discard)
         if tasks:
             await asyncio.gather(*tasks)
         if failures:

@@ -1,7 +1,7 @@
 """The live export's commit records, in Spark's own formats, written by the driver.
 
 - `OUT/_spark_metadata/N`: Spark's file sink log (FileStreamSinkLog, version 1): "v1" then one
-  JSON line per file the micro-batch added. Every `COMPACT_INTERVAL`th batch is written as
+  JSON line per file the micro-batch added (its path a percent-escaped file: URI, as Spark's). Every `COMPACT_INTERVAL`th batch is written as
   `N.compact` holding every file so far, as Spark compacts it (a reader looks for those names).
   `spark.read.parquet(OUT)` reads only the files this log lists.
 - `CK/offsets/N` and `CK/commits/N`: Spark's checkpoint layout ("v1", metadata, the source's
@@ -17,10 +17,20 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
+from urllib.parse import unquote
 
 VERSION = "v1"
 COMPACT_INTERVAL = 10        # spark.sql.streaming.fileSink.log.compactInterval's default
 BLOCK_SIZE = 32 << 20        # what Spark records for a local file
+
+
+def local_path(uri: str) -> str:
+    """A log entry's path as a local file name. Entries are URIs, percent-escaped (Spark reads them
+    with java.net.URI: a raw `%25` in a partition directory's name, or a space, would not do);
+    logs this export wrote before held the plain path after file://, which is kept when it exists."""
+    path = uri.removeprefix("file://").removeprefix("file:")
+    return path if "%" not in path or os.path.exists(path) else unquote(path)
 
 
 def _write(path: str, text: str) -> None:
@@ -82,7 +92,7 @@ class SinkLog:
         entries = []
         for p in paths:
             st = os.stat(p)
-            entries.append({"path": "file://" + os.path.abspath(p), "size": st.st_size, "isDir": False,
+            entries.append({"path": Path(os.path.abspath(p)).as_uri(), "size": st.st_size, "isDir": False,
                             "modificationTime": int(st.st_mtime * 1000), "blockReplication": 1,
                             "blockSize": BLOCK_SIZE, "action": "add"})
         every = self.interval()

@@ -81,3 +81,11 @@ def test_without_a_zone_the_month_is_the_local_one(monkeypatch):
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_take_gives_what_next_gives_in_the_same_ms():
+    from mqtool.client.producer import UniqIdMaker
+    a = UniqIdMaker("10.0.0.1", clock=lambda: 1_764_000_000_123)
+    b = UniqIdMaker("10.0.0.1", clock=lambda: 1_764_000_000_123)
+    b.fixed_hex = a.fixed_hex                      # the same class loader hash: id(self) differs
+    assert a.take(3) + [a.next()] == [b.next() for _ in range(4)]

@@ -302,6 +302,50 @@ def test_the_export_continues_a_checkpoint_of_sparks_own_file_sink(live, spark, 
     assert sorted(int(r.properties["seq"]) for r in rows) == list(range(160))
 
 
+def _jobs(spark) -> set[int]:
+    return set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+
+
+def _batches(ck: Path, kind: str) -> list[str]:
+    return sorted(p.name for p in (ck / kind).iterdir() if p.name.isdigit())
+
+
+def test_a_small_available_now_export_is_one_batch_without_an_extra_job_or_look(live, spark, tmp_path,
+                                                                                monkeypatch):
+    """A few hundred messages with availableNow: one micro-batch in the checkpoint and the lake's
+    log, one look at the cluster's latest offsets, and no Spark job (a one-task batch on a local
+    master is written by the driver); a batch of several tasks is one Spark job of one stage."""
+    from mqtool.spark import datasource
+    from mqtool.spark.livejobs import stream_export
+    _run(_create(live.ns, "Small"))
+    _run(_send(live.ns, "Small", 300))
+    looks = []
+    real_latest = datasource.StreamReader.latestOffset
+    monkeypatch.setattr(datasource.StreamReader, "latestOffset",
+                        lambda self, *a: looks.append(1) or real_latest(self, *a))
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    before = _jobs(spark)
+    result = stream_export(spark, {"namesrv": live.ns, "topics": "Small"}, str(out), str(ck), [], None)
+    assert result["rows"] == 300 and result["batches"] == 1
+    assert _jobs(spark) == before                                  # no Spark job at all
+    assert _batches(ck, "offsets") == _batches(ck, "commits") == ["0"]
+    assert sorted(p.name for p in (out / "_spark_metadata").iterdir()) == ["0"]
+    assert len(looks) == 1                                         # no second look once the target is in
+    assert spark.read.parquet(str(out)).count() == 300
+
+    _run(_send(live.ns, "Small", 300, start=300))
+    monkeypatch.setattr(datasource, "ROWS_PER_TASK", 100)          # the same size in several tasks
+    before = _jobs(spark)
+    result = stream_export(spark, {"namesrv": live.ns, "topics": "Small"}, str(out), str(ck), [], None)
+    assert result["rows"] == 300 and result["batches"] == 1
+    jobs = _jobs(spark) - before
+    assert len(jobs) == 1                                          # one job ...
+    assert len(spark.sparkContext.statusTracker().getJobInfo(jobs.pop()).stageIds) == 1   # ... of one stage
+    assert _batches(ck, "offsets") == _batches(ck, "commits") == ["0", "1"]
+    rows = spark.read.parquet(str(out)).select("properties").collect()
+    assert sorted(int(r.properties["seq"]) for r in rows) == list(range(600))
+
+
 def test_replay_sends_an_export_back_with_keys_tags_and_properties(live, spark, tmp_path):
     src = tmp_path / "orders.parquet"
     _read(spark, live.ns, topics="Orders").write.parquet(str(src))

@@ -144,7 +144,7 @@ def test_pull_answers_decode_to_the_exports_rows(basic_store):
 def test_sink_rows_take_columns_and_leave_out_what_the_producer_and_broker_own():
     pa = pytest.importorskip("pyarrow")
     from mqtool.spark.liveoptions import OptionError
-    from mqtool.spark.livesink import _batches, check_columns, rows
+    from mqtool.spark.livesink import BATCH_BYTES, by_topic, check_columns, cuts, rows
     batch = pa.RecordBatch.from_pydict({
         "topic": ["A", None, "B"], "body": ["text", "x", "é"], "tags": ["T", None, ""],
         "keys": ["k1  k2", None, ""],
@@ -154,16 +154,44 @@ def test_sink_rows_take_columns_and_leave_out_what_the_producer_and_broker_own()
     got = list(rows(batch, "Default"))
     assert got == [("A", b"text", "user\x011\x02KEYS\x01k1 k2\x02TAGS\x01T"), ("Default", b"x", ""),
                    ("B", "é".encode(), "n\x012")]
-    # Per topic, `size` rows a batch; what is left over goes at the end.
-    assert [[r[0] for r in b] for b in _batches(got * 3, 2)] == [
-        ["A", "A"], ["Default", "Default"], ["B", "B"], ["A"], ["Default"], ["B"]]
     arrays = pa.RecordBatch.from_pydict({"body": [b"x"], "keys": [["a", "", "b"]]})
     assert list(rows(arrays, "T")) == [("T", b"x", "KEYS\x01a b")]
     with pytest.raises(OptionError, match="null body"):
         list(rows(pa.RecordBatch.from_pydict({"body": pa.array([None], pa.binary())}), "T"))
+    for bad in ({"body": pa.array([b"x", None], pa.binary())}, {"body": [b"x", b"y"], "topic": ["A", None]}):
+        with pytest.raises(OptionError, match="row 1 of a batch"):
+            list(by_topic(pa.RecordBatch.from_pydict(bad), None))
+    # Up to `size` rows and BATCH_BYTES of entries a send; a bigger row goes alone.
+    assert list(cuts([0, 10, 20, 30, 40, 50], 2)) == [(0, 2), (2, 4), (4, 5)]
+    big = BATCH_BYTES
+    assert list(cuts([0, 10, big, big + 1, 3 * big], 256)) == [(0, 2), (2, 3), (3, 4)]
     with pytest.raises(OptionError, match="needs a body column"):
         check_columns({"payload": "binary"}, parse_options({"namesrv": "x", "topic": "T"}, writing=True))
     with pytest.raises(OptionError, match="column keys is int"):
         check_columns({"body": "binary", "keys": "int"}, parse_options({"namesrv": "x", "topic": "T"}, writing=True))
     with pytest.raises(OptionError, match="topic column or the topic option"):
         check_columns({"body": "binary"}, parse_options({"namesrv": "x"}, writing=True))
+
+
+@pytest.mark.parametrize("keys", [["k1  k2", None, "", " a ", "b"], [["k1", "", "k2"], None, [], [None, "a"], ["b"]]])
+def test_the_sinks_column_encoder_gives_the_reference_rows_bytes(keys):
+    """`sinkencode.encode` (what runs) against `rows` + `encode_batch` (the reference), per topic."""
+    pa = pytest.importorskip("pyarrow")
+    from mqtool.spark.livesink import RESERVED, by_topic, rows
+    from mqtool.spark.sinkencode import encode
+    from mqtool_remoting.batch import encode_batch
+    props = [[("UNIQ_KEY", "old"), ("KEYS", "stale"), ("user", "1"), ("DELAY", "3")], None, [("n", "2")],
+             [("v", None), ("é", "ü")], []]
+    batch = pa.RecordBatch.from_pydict({
+        "topic": ["A", None, "B", "A", ""], "body": ["text", "x", "é", "", "y" * 300],
+        "tags": ["T", None, "", "T2", None], "keys": keys, "properties": pa.array(props, pa.map_(pa.string(),
+                                                                                          pa.string()))})
+    groups = list(by_topic(batch, "Default"))
+    assert [t for t, _ in groups] == ["A", "Default", "B"]
+    for topic, sub in groups:
+        ids = [f"ID{i}" for i in range(sub.num_rows)]
+        data, offsets = encode(sub, ids, RESERVED)
+        want = [(0, body, f"{text}\x02UNIQ_KEY\x01{u}" if text else f"UNIQ_KEY\x01{u}")
+                for (_t, body, text), u in zip(rows(sub, topic), ids)]
+        assert data[offsets[0]:offsets[-1]].tobytes() == encode_batch(want)
+        assert all(r[0] == topic for r in rows(sub, topic))
