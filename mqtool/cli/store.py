@@ -40,7 +40,8 @@ def _progress(total: int, what: str):
     """A transient progress bar on stderr (silent when stderr is not a terminal)."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
     bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                   TimeRemainingColumn(), console=err_console, transient=True)
+                   TimeRemainingColumn(), console=err_console, transient=True,
+                   disable=not err_console.is_terminal)       # (else a bare newline on a piped stderr)
     task = bar.add_task(what, total=total or None)
     return bar, (lambda n: bar.advance(task, n))
 
@@ -311,7 +312,8 @@ def verify(root: RootArg, json_out: JsonOpt = False,
         if report.deleted_topics:
             console.print(f"deleted topics (records kept, queues and config gone, as a topic delete leaves them): "
                           f"{_escape(', '.join(report.deleted_topics))}")
-        state = "[green]clean[/]" if report.ok else f"[red]{len(report.problems) + sum(report.suppressed.values())} problems[/]"
+        found = len(report.problems) + sum(report.suppressed.values())
+        state = "[green]clean[/]" if report.ok else f"[red]{found} problem{'' if found == 1 else 's'}[/]"
         console.print(f"{root}: {report.records} records, {report.queue_units} consume queue units, "
                       f"{report.index_entries} index entries: {state}")
     if not report.ok:

@@ -23,7 +23,8 @@ class StageProgress:
         self.tracker = spark.sparkContext.statusTracker()
         self.interval = interval
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), console=console, transient=transient)
+                            TimeElapsedColumn(), console=console, transient=transient,
+                            disable=not console.is_terminal)
         self.rows: dict[int, int] = {}          # stage id -> progress task id
         self.seen: dict[int, tuple[int, int]] = {}   # stage id -> (done, total), last seen
         self._stop = threading.Event()

@@ -133,6 +133,7 @@ def test_verify_clean_stores(basic_store, crashed_store):
         proc = run_cli("store", "verify", s)
         assert proc.returncode == 0, proc.stdout
         assert "clean" in proc.stdout
+        assert proc.stderr == ""            # no progress bar remains (not even a newline) on a piped stderr
     report = json_lines(run_cli("store", "verify", basic_store, "--json", check=True).stdout)[0]
     assert report["ok"] and report["records"] == 2371 and report["queue_units"] == 2371
 
@@ -148,6 +149,9 @@ def test_verify_finds_flipped_body_byte(basic_store, basic_truth, store_copy):
     assert proc.returncode == 1
     report = json_lines(proc.stdout)[0]
     assert any("CRC" in p["message"] and p["offset"] == t["commit_log_offset"] for p in report["problems"])
+    human = run_cli("store", "verify", s).stdout.splitlines()[-1]
+    n = len(report["problems"]) + sum(report.get("suppressed", {}).values())
+    assert human.endswith(f": {n} problem" + ("" if n == 1 else "s")), human
 
 
 def test_verify_and_dump_torn_tail(basic_store, store_copy):
