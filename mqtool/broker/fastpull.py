@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import struct
 
-from mqtool.broker.fastsend import SMALL_INTS, plain_int, fast_send
+from mqtool.broker.fastsend import JSON_HEADERS, SMALL_INTS, fast_send, plain_int, plain_request
 from mqtool.broker.filters import is_tag_type
 from mqtool.common.subscription import SUB_ALL, Subscription
 from mqtool_remoting.codes import RPC_TYPE, RequestCode, ResponseCode
@@ -24,12 +24,6 @@ from mqtool_remoting.headers import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION
 from mqtool_store.codes import RETRY_GROUP_TOPIC_PREFIX, Perm
 from mqtool_store.pullbody import codes_bytes
 
-try:
-    from orjson import JSONDecodeError as _JSONError, loads as _loads
-except ImportError:                      # without orjson the general path takes every frame
-    _loads = None
-
-_INT = struct.Struct(">i")
 _FRAME_HEAD = struct.Struct(">ii")
 _PULL = b'{"code":%d,' % RequestCode.PULL_MESSAGE    # (fastjson: "code" leads, see fastsend.py)
 _HEAD_AT = 4
@@ -85,27 +79,12 @@ def _long_of(v):
 
 def fast_pull(ctrl, conn, body: bytes) -> bytes | None:
     """The answer frame to one request frame (`body`: the bytes after the length field), or None."""
-    if not body.startswith(_PULL, _HEAD_AT) or _loads is None or ctrl.acl is not None or ctrl.is_slave:
+    if not body.startswith(_PULL, _HEAD_AT) or not JSON_HEADERS or ctrl.acl is not None or ctrl.is_slave:
         return None
-    mark = _INT.unpack_from(body, 0)[0]
-    if mark >> 24:                                   # ROCKETMQ (binary) header
+    got = plain_request(body, RequestCode.PULL_MESSAGE)
+    if got is None:
         return None
-    hlen = mark & 0xFFFFFF
-    if 4 + hlen > len(body):                         # the decoder refuses it
-        return None
-    try:
-        head = _loads(memoryview(body)[4:4 + hlen])
-    except _JSONError:
-        return None
-    opaque, ext, flag = head.get("opaque"), head.get("extFields"), head.get("flag", 0)
-    if type(opaque) is not int or type(flag) is not int or flag != 0 or type(ext) is not dict \
-            or type(head.get("version", 0)) is not int or type(head.get("language", "")) is not str \
-            or type(head.get("remark", "")) is not str or head.get("code") != RequestCode.PULL_MESSAGE:
-        return None
-    try:
-        "".join(ext.values())                        # every value a str, as Java sends them
-    except TypeError:
-        return None
+    opaque, ext, _ = got
     group, topic = ext.get("consumerGroup"), ext.get("topic")
     queue_id, max_nums, sys_flag = _int_of(ext.get("queueId")), _int_of(ext.get("maxMsgNums")), \
         _int_of(ext.get("sysFlag"))

@@ -31,6 +31,7 @@ try:
     from orjson import JSONDecodeError as _JSONError, loads as _loads
 except ImportError:                      # without orjson the general path takes every frame
     _loads = None
+JSON_HEADERS = _loads is not None        # the fast paths read JSON headers with orjson
 
 _INT = struct.Struct(">i")
 _FRAME_HEAD = struct.Struct(">ii")
@@ -58,18 +59,10 @@ def plain_int(v, digits: int = 10):
     return None
 
 
-def can_take_sends(ctrl) -> bool:
-    """Whether a send's put never waits and no request-level hook applies (else: the general path)."""
-    sc = ctrl.store_config
-    return (ctrl.acl is None and ctrl.writeable and sc.brokerRole == ASYNC_MASTER and sc.flushDiskType != SYNC_FLUSH
-            and ctrl.flush_waiters is None
-            and (ctrl.autoswitch is None or sc.minInSyncReplicas <= 1))
-
-
-def fast_send(ctrl, conn, body: bytes) -> bytes | None:
-    """The answer frame to one request frame (`body`: the bytes after the length field), or None."""
-    if not body.startswith(_SEND_V2, _HEAD_AT) or _loads is None or not can_take_sends(ctrl):
-        return None
+def plain_request(body: bytes, code: int) -> tuple[int, dict, int] | None:
+    """(opaque, extFields, header length) of a request frame with a JSON header of request `code`
+    whose fields all have the types Java sends (every extFields value a str), else None: the
+    general path takes it (and words what is wrong with it)."""
     mark = _INT.unpack_from(body, 0)[0]
     if mark >> 24:                                   # ROCKETMQ (binary) header
         return None
@@ -83,12 +76,31 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
     opaque, ext, flag = head.get("opaque"), head.get("extFields"), head.get("flag", 0)
     if type(opaque) is not int or type(flag) is not int or flag != 0 or type(ext) is not dict \
             or type(head.get("version", 0)) is not int or type(head.get("language", "")) is not str \
-            or type(head.get("remark", "")) is not str or head.get("code") != RequestCode.SEND_MESSAGE_V2:
+            or type(head.get("remark", "")) is not str or head.get("code") != code:
         return None
     try:
         "".join(ext.values())                        # every value a str, as Java sends them
     except TypeError:
         return None
+    return opaque, ext, hlen
+
+
+def can_take_sends(ctrl) -> bool:
+    """Whether a send's put never waits and no request-level hook applies (else: the general path)."""
+    sc = ctrl.store_config
+    return (ctrl.acl is None and ctrl.writeable and sc.brokerRole == ASYNC_MASTER and sc.flushDiskType != SYNC_FLUSH
+            and ctrl.flush_waiters is None
+            and (ctrl.autoswitch is None or sc.minInSyncReplicas <= 1))
+
+
+def fast_send(ctrl, conn, body: bytes) -> bytes | None:
+    """The answer frame to one request frame (`body`: the bytes after the length field), or None."""
+    if not body.startswith(_SEND_V2, _HEAD_AT) or _loads is None or not can_take_sends(ctrl):
+        return None
+    got = plain_request(body, RequestCode.SEND_MESSAGE_V2)
+    if got is None:
+        return None
+    opaque, ext, hlen = got
     topic, props_text = ext.get("b"), ext.get("i", "")
     if type(ext.get("a")) is not str or type(topic) is not str or type(ext.get("c")) is not str \
             or type(props_text) is not str:
