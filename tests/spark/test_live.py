@@ -21,40 +21,23 @@ from mqtool.client.producer import OutMessage, Producer  # noqa: E402
 from mqtool.spark import register  # noqa: E402
 from mqtool.spark.schema import LIVE_COLUMNS, live_arrow_schema  # noqa: E402
 from tests.conftest import json_lines, run_cli  # noqa: E402
-from tests.servers import REPO, FAST_LEVELS, Process, free_port, free_port_pair, wait_until  # noqa: E402
+from tests.ha.groups import Group  # noqa: E402
+from tests.servers import REPO, FAST_LEVELS, Process, free_port, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 
-class Cluster:
-    def __init__(self, tmp: Path):
-        self.tmp = tmp
-        port = free_port()
-        self.ns_proc = Process(["namesrv", "start", "--listen", f"127.0.0.1:{port}", "--kv-config",
-                                str(tmp / "kv.json")], "boot success")
-        self.ns = f"127.0.0.1:{port}"
-        self.procs: dict[str, Process] = {}
-        self.addrs: dict[str, str] = {}
+class Cluster(Group):
+    """A name server and brokers of cluster LiveCluster (tests/ha/groups.py)."""
 
     def start(self, who: str, broker: str, broker_id: int, role: str) -> None:
-        port = free_port_pair()
-        self.addrs[who] = f"127.0.0.1:{port}"
-        conf = self.tmp / f"{who}.conf"
-        conf.write_text(f"brokerClusterName=LiveCluster\nbrokerName={broker}\nbrokerId={broker_id}\n"
-                        f"brokerRole={role}\nmessageDelayLevel={FAST_LEVELS}\n")
-        self.procs[who] = Process(["broker", "start", "-n", self.ns, "-c", str(conf), "--listen", self.addrs[who],
-                                   "--store-dir", str(self.tmp / f"store-{who}")], "boot success")
+        self.launch(who, self.tmp / f"{who}.conf",
+                    f"brokerClusterName=LiveCluster\nbrokerName={broker}\nbrokerId={broker_id}\n"
+                    f"brokerRole={role}\nmessageDelayLevel={FAST_LEVELS}\n")
 
-    def kill(self, who: str) -> None:
-        proc = self.procs.pop(who)
-        os.kill(proc.proc.pid, signal.SIGKILL)
-        proc.proc.wait(10)
-        proc.proc.stderr.close()
-
-    def close(self) -> None:
-        for who in list(self.procs):
-            self.procs.pop(who).stop()
-        self.ns_proc.stop()
+    @property
+    def addrs(self) -> dict[str, str]:
+        return {who: self.addr(who) for who in self.ports}
 
 
 def _run(coro):
