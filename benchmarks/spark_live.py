@@ -262,6 +262,14 @@ def lake(ns: str, store: Path, topic: str, tmp: Path) -> dict:
             "live_export_ratio": round(offline_s / live_s, 3)}
 
 
+def stream_cli_figures(result: dict, namesrv: str, a, tmp: Path, before) -> None:
+    """The CLI export's streaming latency, and the before tree's in the same run when given."""
+    result["stream_cli"] = stream_latency_cli(namesrv, "Stream2", a.rate, a.stream_seconds, tmp)
+    if before:
+        result["stream_cli_before"] = stream_latency_cli(namesrv, "Stream3", a.rate, a.stream_seconds, tmp, before,
+                                                         "stream-cli-before")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=2_000_000)
@@ -312,10 +320,7 @@ def main() -> int:
                 result["stream"] = stream_latency(spark, b.namesrv, "Stream", a.rate, a.stream_seconds, tmp)
             finally:
                 spark.stop()
-            result["stream_cli"] = stream_latency_cli(b.namesrv, "Stream2", a.rate, a.stream_seconds, tmp)
-            if before:
-                result["stream_cli_before"] = stream_latency_cli(b.namesrv, "Stream3", a.rate, a.stream_seconds, tmp, before,
-                                                                 "stream-cli-before")
+            stream_cli_figures(result, b.namesrv, a, tmp, before)
             return done()
         result["send_batch_msg_s"] = send_cli(b.namesrv, "Bench", a.messages)
         if a.replay_only:
@@ -358,10 +363,7 @@ def main() -> int:
             result["stream"] = stream_latency(spark, b.namesrv, "Stream", a.rate, a.stream_seconds, tmp)
         finally:
             spark.stop()
-        result["stream_cli"] = stream_latency_cli(b.namesrv, "Stream2", a.rate, a.stream_seconds, tmp)
-        if before:
-            result["stream_cli_before"] = stream_latency_cli(b.namesrv, "Stream3", a.rate, a.stream_seconds, tmp, before,
-                                                             "stream-cli-before")
+        stream_cli_figures(result, b.namesrv, a, tmp, before)
         # Last: its messages would be in the offline export's store above.
         result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs, before)
     result["baseline"] = {"offline_export_rows_s": result["offline_export_rows_s"],
