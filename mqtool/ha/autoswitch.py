@@ -78,6 +78,9 @@ class ReplicaConnection:
     def _report(self, offset: int) -> None:
         if self.slave_id is None:
             raise HAProtocolError("a replica reported an offset before its handshake")
+        top = self.ha.store.commitlog_max_offset
+        if offset > top:        # DefaultHAConnection's rule: never an ack of this master's data
+            raise HAProtocolError(f"replica reported offset {offset} beyond the master's max offset {top}")
         if self.request_offset < 0:
             self.request_offset = offset
             self._started.set()
