@@ -12,12 +12,12 @@ with a canned response without decoding it (the client's and the loopback's own 
 
     python benchmarks/broker_capacity.py [--connections 4] [--window 64] [--size 128] [--batch N]
                                          [--idle-pullers N] [--tail] [--seconds 10] [--warmup 2]
-                                         [--java-broker PATH] [--before-tree DIR] [--quick] [--json]
+                                         [--java-broker PATH [--java-first]] [--before-tree DIR] [--quick] [--json]
 
 With --java-broker PATH (an Apache RocketMQ 4.9.8 install: bin/mqnamesrv, bin/mqbroker) that broker
-is measured too, after mqtool's, under the same load (its own name server, ASYNC_FLUSH, a temporary
-store), and the ratios mqtool / Java of CPU per message and msg/s come from the same run; without it
-the result says the Java side was skipped.
+is measured too, after mqtool's (before it with --java-first), under the same load (its own name
+server, ASYNC_FLUSH, a temporary store), and the ratios mqtool / Java of CPU per message and msg/s
+come from the same run; without it the result says the Java side was skipped.
 
 With --before-tree DIR the broker of another checkout (an earlier commit) is measured the same way
 after this one's (before it with --before-first: whichever runs first pays a few per cent more CPU
@@ -342,22 +342,27 @@ def run(args) -> dict:
     order = ["mine", "before"] if args.before_tree else ["mine"]
     if args.before_first:
         order.reverse()
+    if args.java_broker:
+        order.insert(0 if args.java_first else len(order), "java")
+    result["mode"]["order"] = order
     for which in order:        # the same broker measured twice in a row: the first costs ~4-9% more a message
+        if which == "java":
+            with java_broker_process(Path(args.java_broker)) as broker:
+                result["java_broker"] = measure(broker, args, base_rate)
+            continue
         tree = Path(args.before_tree) if which == "before" else None
         with broker_process(prefix="mqtool-bench-capacity-", tree=tree) as broker:
             result["before_tree_broker" if tree else "mqtool_broker"] = measure(broker, args, base_rate)
     mine = result["mqtool_broker"]
     if args.before_tree:
         before = result["before_tree_broker"]
-        result["mode"]["order"] = order
         result["mqtool_to_before_tree"] = {
             "cpu_per_msg": round(mine["broker_cpu_us_per_msg"] / max(before["broker_cpu_us_per_msg"], 1e-9), 3),
             "msg_per_s": round(mine["msg_per_s"] / max(before["msg_per_s"], 1), 3)}
     if not args.java_broker:
         result["java_broker"] = {"skipped": "no --java-broker PATH given (an Apache RocketMQ 4.9.8 install)"}
         return result
-    with java_broker_process(Path(args.java_broker)) as broker:
-        result["java_broker"] = java = measure(broker, args, base_rate)
+    java = result["java_broker"]
     result["mqtool_to_java"] = {
         "cpu_per_msg": round(mine["broker_cpu_us_per_msg"] / max(java["broker_cpu_us_per_msg"], 1e-9), 3),
         "msg_per_s": round(mine["msg_per_s"] / max(java["msg_per_s"], 1), 3)}
@@ -381,6 +386,7 @@ def main() -> int:
                     "bin/mqnamesrv): measured under the same load after mqtool's broker, CPU per message compared")
     ap.add_argument("--before-tree", metavar="DIR", help="another checkout of mqtool (e.g. `git archive` of an "
                     "earlier commit, its store kernel built): its broker measured too, after this one's, same load")
+    ap.add_argument("--java-first", action="store_true", help="measure the --java-broker broker first")
     ap.add_argument("--before-first", action="store_true", help="measure the --before-tree broker first")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", action="store_true")

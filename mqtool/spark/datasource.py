@@ -36,8 +36,10 @@ def _partitions(rs: list[QueueRange], min_partitions: int | None) -> list[InputP
 
 
 def _read(opts: LiveOptions, partition: InputPartition):
+    """A task's rows. A batch read with nothing to read still runs one task: Spark turns an empty
+    partitions() into [InputPartition(None)]."""
     from mqtool.spark.livereader import read_ranges
-    yield from read_ranges(opts, [QueueRange(*r) for r in partition.value])
+    yield from read_ranges(opts, [QueueRange(*r) for r in partition.value or ()])
 
 
 async def _batch_plan(client, opts: LiveOptions) -> list[QueueRange]:

@@ -3,9 +3,10 @@ and send them with the sink (`livesink.send_batches`); the JVM never sees a row.
 
 The driver lists the files (those a `_spark_metadata` log lists when there is one, as Spark's own
 reader would), cuts their row groups into row ranges of about equal size, one per core, and sums
-what the tasks sent. A replay of one task on a local master is sent by the driver itself
-(`livelake.local_attempts`). As through Spark's writer, a retried task sends its rows again
-(at-least-once).
+what the tasks sent. On a local master the driver sends the tasks' rows itself, task by task
+(`livelake.local_attempts`): those tasks would run on this machine anyway, a job's first Python
+workers cost 2-3 s to start, and one process encodes rows faster than one broker takes them. As
+through Spark's writer, a retried task sends its rows again (at-least-once).
 """
 from __future__ import annotations
 
@@ -76,6 +77,17 @@ def _send(opts, columns: list[str]):
     return run
 
 
+def _in_driver(opts, columns: list[str], pieces: list[tuple], attempts: int) -> int:
+    """One task's rows sent by the driver, attempt by attempt as a local master retries a task."""
+    for attempt in range(attempts):
+        try:
+            return next(_send(opts, columns)([pieces]))
+        except Exception:
+            if attempt + 1 >= attempts:
+                raise
+    return 0
+
+
 def replay_files(spark, path: str, opts) -> dict | None:
     """Every row of the local Parquet at `path` sent to the options' topic: {"rows": n}. None when
     its files do not all hold a body column (a partition column, say): Spark's reader then."""
@@ -94,13 +106,8 @@ def replay_files(spark, path: str, opts) -> dict | None:
     if not tasks:
         return {"rows": 0}
     attempts = local_attempts(sc.master)
-    if len(tasks) == 1 and attempts:
-        for attempt in range(attempts):
-            try:
-                return {"rows": next(_send(opts, columns)(tasks))}
-            except Exception:
-                if attempt + 1 >= attempts:
-                    raise
+    if attempts:
+        return {"rows": sum(_in_driver(opts, columns, task, attempts) for task in tasks)}
     from mqtool.spark.progress import describe
     describe(sc, f"replay: {len(tasks)} tasks")
     sent = sc.parallelize(tasks, len(tasks)).mapPartitions(_send(opts, columns)).collect()

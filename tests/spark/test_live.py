@@ -19,6 +19,7 @@ pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'mq
 from mqtool.client.admin import Admin  # noqa: E402
 from mqtool.client.producer import OutMessage, Producer  # noqa: E402
 from mqtool.spark import register  # noqa: E402
+from mqtool.spark.liveoptions import parse_options  # noqa: E402
 from mqtool.spark.schema import LIVE_COLUMNS, live_arrow_schema  # noqa: E402
 from tests.conftest import json_lines, run_cli  # noqa: E402
 from tests.ha.groups import Group  # noqa: E402
@@ -362,6 +363,39 @@ def test_live_export_bad_input_is_one_line(live, tmp_path, args, says):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_replay_on_a_local_master_is_sent_by_the_driver_task_by_task(live, spark, tmp_path, monkeypatch):
+    """Several tasks' row ranges, no Spark job (a job's first Python workers cost 2-3 s on a
+    machine that would run the tasks anyway); each row once, and a failing task is tried again as
+    local[N,F] tries it (at-least-once, as through Spark)."""
+    from mqtool.spark import livereplay, livesink
+    from mqtool.spark.livejobs import replay
+    _run(_create(live.ns, "ReplaySrc"))
+    _run(_send(live.ns, "ReplaySrc", 600))
+    src = tmp_path / "src.parquet"
+    _read(spark, live.ns, topics="ReplaySrc").write.parquet(str(src))
+    monkeypatch.setattr(livereplay, "ROWS_PER_TASK", 150)
+    assert len(livereplay.plan(livereplay.files(str(src)), 4)[0]) == 4
+    before = _jobs(spark)
+    assert replay(spark, str(src), {"namesrv": live.ns, "topic": "DriverCopy"}) == {"rows": 600}
+    assert _jobs(spark) == before                                   # no Spark job
+    seqs = sorted(int(r.properties["seq"]) for r in _read(spark, live.ns, topics="DriverCopy").collect())
+    assert seqs == list(range(600))
+    real, failures = livesink.send_batches, []
+
+    def fails_once(opts, batches):
+        if not failures:
+            failures.append(1)
+            raise ConnectionError("the broker went away")
+        return real(opts, batches)
+    monkeypatch.setattr(livesink, "send_batches", fails_once)
+    opts = parse_options({"namesrv": live.ns, "topic": "Retried"}, writing=True)
+    whole = livereplay.plan(livereplay.files(str(src)), 1)[0][0]
+    with pytest.raises(ConnectionError):            # local[N]: a task runs once
+        livereplay._in_driver(opts, ["body"], whole, attempts=1)
+    failures.clear()
+    assert livereplay._in_driver(opts, ["body"], whole, attempts=2) == 600     # local[N,2]: tried again
+
+
 def test_replay_without_a_body_column_is_one_line(live, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -400,6 +434,13 @@ def test_streaming_export_on_a_standalone_spark_cluster(live, spark, tmp_path):
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert json_lines(proc.stdout)[-1]["rows"] == 160
         assert list((tmp_path / "work").glob("app-*/*/stderr"))       # tasks ran on the worker's executor
+        # a replay on a cluster master: its task runs on the executor, not in the driver
+        apps = set((tmp_path / "work").glob("app-*"))
+        proc = run_cli("spark", "replay", out, "-t", "CopiedPay", "-n", live.ns, "--master", f"spark://127.0.0.1:{port}",
+                       "--conf", "spark.cores.max=1", "--conf", "spark.executor.memory=512m", "--json")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert json_lines(proc.stdout)[-1]["rows"] == 160
+        assert list(p for app in set((tmp_path / "work").glob("app-*")) - apps for p in app.glob("*/stderr"))
     finally:
         daemons.stop()
     assert not any(_alive(p) for p in daemons.pids)
@@ -408,6 +449,8 @@ def test_streaming_export_on_a_standalone_spark_cluster(live, spark, tmp_path):
     key = lambda d: sorted((r.broker_name, r.queue_id, r.queue_offset, r.topic) for r in  # noqa: E731
                            d.select("broker_name", "queue_id", "queue_offset", "topic").collect())
     assert key(df) == key(_read(spark, live.ns, topics="Pay*"))
+    assert sorted(r.body for r in _read(spark, live.ns, topics="CopiedPay").collect()) == sorted(
+        r.body for r in _read(spark, live.ns, topics="Pay*").collect())
 
 
 async def _gets(addr: str, ns: str) -> int:
