@@ -47,14 +47,16 @@ def _children(pid: int) -> list[int]:
 
 
 def _jvm_of(pid: int, main_class: str) -> int | None:
-    """The process under `pid` (itself included) whose command line names `main_class`."""
+    """The JVM under `pid` (itself included): a java process whose command line names `main_class`
+    (the official scripts' shells name it too: runbroker.sh gets it as an argument)."""
     todo = [pid]
     while todo:
         p = todo.pop()
         try:
             with open(f"/proc/{p}/cmdline", "rb") as f:
-                if main_class.encode() in f.read():
-                    return p
+                argv = f.read().split(b"\0")
+            if main_class.encode() in b" ".join(argv) and argv[0].rsplit(b"/", 1)[-1] == b"java":
+                return p
         except OSError:
             pass
         todo += _children(p)

@@ -3,9 +3,9 @@ and send them with the sink (`livesink.send_batches`); the JVM never sees a row.
 
 The driver lists the files (those a `_spark_metadata` log lists when there is one, as Spark's own
 reader would), cuts their row groups into row ranges of about equal size, one per core, and sums
-what the tasks sent. On a local master the driver sends the tasks' rows itself, task by task
+what the tasks sent. On a local master the driver sends the tasks' rows itself, on a thread per core
 (`livelake.local_attempts`): those tasks would run on this machine anyway, a job's first Python
-workers cost 2-3 s to start, and one process encodes rows faster than one broker takes them. As
+workers cost 2-3 s to start, and the encoding (pyarrow, numpy) and the sends leave the GIL. As
 through Spark's writer, a retried task sends its rows again (at-least-once).
 """
 from __future__ import annotations
@@ -107,7 +107,9 @@ def replay_files(spark, path: str, opts) -> dict | None:
         return {"rows": 0}
     attempts = local_attempts(sc.master)
     if attempts:
-        return {"rows": sum(_in_driver(opts, columns, task, attempts) for task in tasks)}
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(min(len(tasks), sc.defaultParallelism)) as pool:
+            return {"rows": sum(pool.map(lambda task: _in_driver(opts, columns, task, attempts), tasks))}
     from mqtool.spark.progress import describe
     describe(sc, f"replay: {len(tasks)} tasks")
     sent = sc.parallelize(tasks, len(tasks)).mapPartitions(_send(opts, columns)).collect()

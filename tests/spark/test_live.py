@@ -363,7 +363,7 @@ def test_live_export_bad_input_is_one_line(live, tmp_path, args, says):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_replay_on_a_local_master_is_sent_by_the_driver_task_by_task(live, spark, tmp_path, monkeypatch):
+def test_a_replay_on_a_local_master_is_sent_by_the_driver_without_a_spark_job(live, spark, tmp_path, monkeypatch):
     """Several tasks' row ranges, no Spark job (a job's first Python workers cost 2-3 s on a
     machine that would run the tasks anyway); each row once, and a failing task is tried again as
     local[N,F] tries it (at-least-once, as through Spark)."""
