@@ -1,9 +1,13 @@
-"""The store's compiled kernel (store/csrc/*.c, one module: mqtool_store._kernel), built when a C
-compiler is there: `optional` lets the install go on without it, and store/kernel.py falls back to
-the pure-Python paths."""
+"""The store's compiled kernel (store/csrc/*.c, one module: mqtool_store._kernel) and the send hot
+path's header reader (remoting/csrc/header.c: mqtool_remoting._header), built when a C compiler is
+there: `optional` lets the install go on without them, and the pure-Python paths do the same work
+(store/kernel.py, mqtool/broker/fastsend.py).""" 
 from glob import glob
 
 from setuptools import Extension, setup
 
+FLAGS = ["-O2", "-Wall", "-Wno-unused-parameter"]
 setup(ext_modules=[Extension("mqtool_store._kernel", sorted(glob("store/csrc/*.c")), depends=["store/csrc/kernel.h"],
-                             optional=True, extra_compile_args=["-O2", "-Wall", "-Wno-unused-parameter"])])
+                             optional=True, extra_compile_args=FLAGS),
+                   Extension("mqtool_remoting._header", ["remoting/csrc/header.c"], optional=True,
+                             extra_compile_args=FLAGS)])

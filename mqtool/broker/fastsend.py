@@ -32,6 +32,10 @@ try:
 except ImportError:                      # without orjson the general path takes every frame
     _loads = None
 JSON_HEADERS = _loads is not None        # the fast paths read JSON headers with orjson
+try:                                     # the header's fields in one C pass (remoting/csrc/header.c)
+    from mqtool_remoting._header import send_v2_fields as _c_fields
+except ImportError:
+    _c_fields = None
 
 _INT = struct.Struct(">i")
 _FRAME_HEAD = struct.Struct(">ii")
@@ -93,10 +97,19 @@ def can_take_sends(ctrl) -> bool:
             and (ctrl.autoswitch is None or sc.minInSyncReplicas <= 1))
 
 
-def fast_send(ctrl, conn, body: bytes) -> bytes | None:
-    """The answer frame to one request frame (`body`: the bytes after the length field), or None."""
-    if not body.startswith(_SEND_V2, _HEAD_AT) or _loads is None or not can_take_sends(ctrl):
-        return None
+def send_fields(body: bytes):
+    """(opaque, header length, topic, properties text, queue id, sys flag, flag, born timestamp,
+    reconsume times) of a SEND_MESSAGE_V2 frame the fast path can take, else None: the C reader
+    where it is sure, else this reader (orjson), which the C one never widens."""
+    if _c_fields is not None:
+        got = _c_fields(body)
+        if got is not None:
+            return got
+    return py_send_fields(body)
+
+
+def py_send_fields(body: bytes):
+    """send_fields in Python: the reference the C reader is tested against."""
     got = plain_request(body, RequestCode.SEND_MESSAGE_V2)
     if got is None:
         return None
@@ -121,9 +134,20 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
     reconsume = ext.get("j", "0")
     reconsume = small(reconsume) if reconsume in SMALL_INTS else plain_int(reconsume)
     batch = ext.get("m")
-    if reconsume is None or sys_flag & 0xC or (batch is not None and batch.lower() == "true"):
+    if reconsume is None or (batch is not None and batch.lower() == "true"):
         return None
-    if "DELAY\x01" in props_text or "TRAN_MSG\x01" in props_text:
+    return opaque, hlen, topic, props_text, queue_id, sys_flag, flag, born_ts, reconsume
+
+
+def fast_send(ctrl, conn, body: bytes) -> bytes | None:
+    """The answer frame to one request frame (`body`: the bytes after the length field), or None."""
+    if not body.startswith(_SEND_V2, _HEAD_AT) or _loads is None or not can_take_sends(ctrl):
+        return None
+    got = send_fields(body)
+    if got is None:
+        return None
+    opaque, hlen, topic, props_text, queue_id, sys_flag, flag, born_ts, reconsume = got
+    if sys_flag & 0xC or "DELAY\x01" in props_text or "TRAN_MSG\x01" in props_text:
         return None
     if topic not in _NAMES_OK:
         if check_topic_name(topic) is not None:
