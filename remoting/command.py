@@ -178,6 +178,10 @@ class HeaderTemplate:
 
     def __init__(self, parts: tuple[str, ...], slots: tuple[int, ...]):
         self.parts, self.slots = parts, slots   # text between slots; each slot: a value's index, -1 the opaque
+        fmt = [parts[0].replace("%", "%%")]
+        for i, slot in enumerate(slots, 1):
+            fmt += ["%d" if slot < 0 else '"%s"', parts[i].replace("%", "%%")]
+        self._format = "".join(fmt)
 
     @classmethod
     def make(cls, cmd: "RemotingCommand", marks: dict[str, str]) -> "HeaderTemplate | None":
@@ -198,6 +202,11 @@ class HeaderTemplate:
             last = at + len(m)
         parts.append(text[last:])
         return cls(tuple(parts), tuple(slots))
+
+    def fill_plain(self, opaque: int, *values) -> bytes:
+        """fill() of values JSON writes as they are (ints, hex ids, ASCII letters and digits), in one
+        % format: the caller vouches that no value needs an escape."""
+        return (self._format % tuple([opaque if s < 0 else values[s] for s in self.slots])).encode()
 
     def fill(self, opaque: int, *values: str) -> bytes:
         parts = self.parts

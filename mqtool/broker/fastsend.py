@@ -13,8 +13,8 @@ and takes the general path, which also words every refusal.
 """
 from __future__ import annotations
 
-import random
 import struct
+from random import random as _random
 import time
 
 from mqtool.broker.send import PERM_WRITE, _put_response, _send_ok, peer_host
@@ -163,7 +163,7 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
     # From here on: what send_message and BrokerController.put do for this request.
     start = time.monotonic()
     if queue_id < 0:
-        queue_id = random.randrange(cfg.writeQueueNums or 1)
+        queue_id = int(_random() * (cfg.writeQueueNums or 1))    # (randrange costs 3x this)
     if cfg.topicFilterType == "MULTI_TAG":
         sys_flag |= _MULTI_TAGS
     props = parse_properties(props_text)
@@ -177,7 +177,7 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
         config = ctrl.config
         template = _send_ok(config.regionId, "true" if config.traceOn else "false")
         if template is not None:
-            header = template.fill(opaque, result.msg_ids[0], str(queue_id), str(result.queue_offset))
+            header = template.fill_plain(opaque, result.msg_ids[0], queue_id, result.queue_offset)
             ctrl.stats.put_time(int((time.monotonic() - start) * 1000))
             return _FRAME_HEAD.pack(4 + len(header), len(header)) + header
     cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque, 0)

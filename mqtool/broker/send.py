@@ -111,7 +111,7 @@ async def send_message(ctrl, conn, cmd):
         return _reply(cmd, ctrl, ResponseCode.SYSTEM_ERROR,
                       f"request queueId[{queue_id}] is illegal, topic: {h.topic} queue nums {nums}")
     if queue_id < 0:
-        queue_id = random.randrange(topic_cfg.writeQueueNums or 1)
+        queue_id = int(random.random() * (topic_cfg.writeQueueNums or 1))   # as fastsend picks
     sys_flag = h.sysFlag
     if topic_cfg.topicFilterType == "MULTI_TAG":
         sys_flag |= SysFlag.MULTI_TAGS_FLAG

@@ -33,6 +33,7 @@ def _latency_bounds() -> list[int]:
 
 
 LATENCY_BOUNDS = _latency_bounds()
+_LATENCY_AT_0 = bisect.bisect_left(LATENCY_BOUNDS, 0)
 
 
 def java_double(x: float) -> str:
@@ -133,6 +134,10 @@ class BrokerStats:
 
     def put_time(self, elapsed_ms: int) -> None:
         """setPutMessageEntireTimeMax + incPutMessageEntireTime: one put's entire time."""
+        if elapsed_ms == 0:                # nearly every put: the first bucket of each
+            self.distribute[0] += 1
+            self.latency[_LATENCY_AT_0] += 1
+            return
         self.totals.put_max_ms = max(self.totals.put_max_ms, elapsed_ms)
         self.distribute[bisect.bisect_right(DISTRIBUTE_BOUNDS, elapsed_ms) if elapsed_ms > 0 else 0] += 1
         self.latency[bisect.bisect_left(LATENCY_BOUNDS, elapsed_ms)] += 1

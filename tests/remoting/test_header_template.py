@@ -110,6 +110,9 @@ def test_a_header_template_filled_is_the_header_encode_writes(ext, data):
         return
     expected = RemotingCommand(17, opaque, 1, None, {**ext, **dict(zip(keys, values))}).encode_header()
     assert template.fill(opaque, *values) == expected
+    plain = [data.draw(st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), st.from_regex(r"[0-9A-Za-z]{0,32}", fullmatch=True)))
+             for _ in keys]                   # what fill_plain is for: ints, hex ids
+    assert template.fill_plain(opaque, *plain) == template.fill(opaque, *map(str, plain))
 
 
 def test_the_send_answer_is_the_header_encode_writes():
