@@ -460,10 +460,23 @@ def _torn_last_unit(store, cq) -> int | None:
     return None if (rec.total_size, want) == (size, tags) else offset
 
 
+def _newest_queued_ts(store) -> int:
+    """The store time of the newest record a consume queue points to (0: none): what the store
+    holds when this recovery re-dispatched nothing (the queues already held every record left)."""
+    newest = -1
+    for cq in store.queues.values():
+        if cq.max_offset > cq.min_offset:
+            units = cq.units(cq.max_offset - 1, 1)
+            if len(units):
+                newest = max(newest, int(units["offset"][0]))
+    rec = store.read(newest) if newest >= 0 else None
+    return rec.store_timestamp if rec is not None else 0
+
+
 def _sanitize_checkpoint(store) -> None:
     """A checkpoint time past the newest record (or garbage) would make a later abnormal
     recovery start too late: clamp every field to what the store really holds."""
-    newest = store._last_dispatched_ts
+    newest = store._last_dispatched_ts or _newest_queued_ts(store)
     cp = store.checkpoint
     limit = int(time.time() * 1000) + 86_400_000
     for name in ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp"):

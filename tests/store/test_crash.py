@@ -76,6 +76,34 @@ def _fill(root, n=300):
             s.put(Message("CrashTopic", i % 3, b"x" * (50 + i % 200), {"KEYS": f"c-{i}", "seq": str(i)}))
 
 
+def test_a_cut_tail_newer_than_what_is_left_pulls_the_checkpoint_back(tmp_path):
+    """The checkpoint was written after the last records, which a power cut then zeroed; the
+    queues held everything else, so recovery re-dispatches nothing. The checkpoint's times must
+    come back to the newest record left, else a later abnormal recovery starts too late (it did,
+    when the zeroed records were a millisecond newer than the survivors)."""
+    from mqtool_store.checkpoint import Checkpoint
+    root = tmp_path / "store"
+    _fill(root)
+    with CommitLogReader(StorePaths.of(root).commitlog) as r:
+        recs = [(pos, rec) for pos, rec in r.records(check_crc=True)]
+    last = sorted((root / "commitlog").iterdir())[-1]
+    keep_pos, keep = recs[-3]
+    later = keep.store_timestamp + 1
+    data = bytearray(last.read_bytes())
+    for pos, _rec in recs[-2:]:                   # the two newest a millisecond later (store timestamp)
+        data[pos - int(last.name) + 56:pos - int(last.name) + 64] = later.to_bytes(8, "big")
+    torn = recs[-2][0] - int(last.name) + 100      # the second newest torn, the newest gone
+    data[torn:] = bytes(len(data) - torn)
+    last.write_bytes(bytes(data))
+    (root / "checkpoint").write_bytes(Checkpoint(later, later, later).encode())
+    (root / "abort").touch()
+    with MessageStore(cfg(root)) as s:
+        assert s.recovery_report.abnormal
+    assert stored_seqs(root)[-1] == int(keep.properties["seq"])
+    report = verify_store(root)
+    assert report.ok, [str(p) for p in report.problems[:5]]
+
+
 @pytest.mark.parametrize("damage", ["truncate_tail", "zero_tail", "flip_last_record", "cq_garbage",
                                     "cq_deleted", "index_garbage", "checkpoint_garbage"])
 def test_power_cut_damage(tmp_path, damage):
