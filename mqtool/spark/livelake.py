@@ -57,17 +57,22 @@ def local_attempts(master: str) -> int | None:
     return int(m.group(1)) if m.group(1) else 1
 
 
+def in_attempts(attempts: int, run):
+    """run(attempt) as a local master runs a task: tried again on failure, up to its task retries."""
+    for attempt in range(attempts):
+        try:
+            return run(attempt)
+        except Exception:
+            if attempt + 1 >= attempts:
+                raise
+    return None
+
+
 def _in_driver(fs, staging: str, job: str, opts, parts: list[str], ranges, attempts: int) -> list:
     """A batch of one task on a local master, run by the driver itself, as Spark would run it
     (attempt by attempt, up to the master's task retries) but without a Spark job: the task would
     run on this machine anyway, and a job's first Python worker costs 2-3 s to start."""
-    for attempt in range(attempts):
-        try:
-            return [_write_one(fs, staging, job, opts, parts, 0, ranges, attempt)]
-        except Exception:
-            if attempt + 1 >= attempts:
-                raise
-    return []
+    return [in_attempts(attempts, lambda attempt: _write_one(fs, staging, job, opts, parts, 0, ranges, attempt))]
 
 
 def _remove_stale_staging(out: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from mqtool.spark.livelake import local_attempts
+from mqtool.spark.livelake import in_attempts, local_attempts
 
 COLUMNS = ("body", "tags", "keys", "properties")
 ROWS_PER_TASK = 65_536         # fewer rows than this: one task
@@ -79,13 +79,7 @@ def _send(opts, columns: list[str]):
 
 def _in_driver(opts, columns: list[str], pieces: list[tuple], attempts: int) -> int:
     """One task's rows sent by the driver, attempt by attempt as a local master retries a task."""
-    for attempt in range(attempts):
-        try:
-            return next(_send(opts, columns)([pieces]))
-        except Exception:
-            if attempt + 1 >= attempts:
-                raise
-    return 0
+    return in_attempts(attempts, lambda _attempt: next(_send(opts, columns)([pieces])))
 
 
 def replay_files(spark, path: str, opts) -> dict | None:
