@@ -91,6 +91,12 @@ def _read(spark, ns: str, **options):
     return reader.load()
 
 
+def test_a_batch_read_of_an_empty_topic_is_no_rows(live, spark):
+    """No queue range to read: Spark still runs one task, with InputPartition(None)."""
+    _run(_create(live.ns, "EmptyTopic"))
+    assert _read(spark, live.ns, topics="EmptyTopic").collect() == []
+
+
 def test_batch_read_has_the_export_columns_and_every_message(live, spark):
     sent = _run(_send(live.ns, "Orders", 400))
     df = _read(spark, live.ns, topics="Orders")
