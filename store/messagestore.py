@@ -382,11 +382,10 @@ class MessageStore(Dispatch, Replication):
         straight into the mapped file, and joins the records the dispatch thread puts into
         consume queues and the index in batches (reads dispatch what is pending first).
         """
-        if not self.running:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not running")
-        if self.cfg.is_slave:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is slave mode, so putMessage is forbidden")
-        store_ip, store_port = store_host = self.store_host
+        refused = self._refusal()
+        if refused is not None:
+            return refused
+        store_host = self.store_host
         topic_part = self._topic_fields.get(msgs[0].topic) if batch else None
         run = prepare_run(msgs, topic_part, self.cfg.maxMessageSize, store_host) if topic_part else None
         if run is not None:
@@ -400,12 +399,41 @@ class MessageStore(Dispatch, Replication):
                     return p
                 prepared.append(p)
                 total += p[1]
+        return self._append(run, None if run is not None else prepared, total, store_host,
+                            msgs[0].properties.get(Prop.WAIT, "true") != "false", wait_flush)
+
+    def _refusal(self) -> PutResult | None:
+        if not self.running:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the store is not running")
+        if self.cfg.is_slave:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is slave mode, so putMessage is forbidden")
+        return None
+
+    def topic_part(self, topic: str) -> bytes | None:
+        """The record's TOPICLENGTH + TOPIC of a topic put before (a run needs it), else None."""
+        return self._topic_fields.get(topic)
+
+    def put_run(self, run, store_host, wait_flush: bool = True) -> PutResult:
+        """put_batch of a run made beforehand (recordrun.batch_run: a producer's batch read straight
+        into one, for `store_host`, the store_host it was made with): what put_batch does with the
+        run prepare_run makes of the batch's messages."""
+        refused = self._refusal()
+        if refused is not None:
+            return refused
+        return self._append(run, None, run.total, store_host, run.props[0].get(Prop.WAIT, "true") != "false",
+                            wait_flush)
+
+    def _append(self, run, prepared, total: int, store_host, may_wait: bool, wait_flush: bool) -> PutResult:
+        """put_batch's work under the put lock: `run` (a RecordRun or KernelRun) or `prepared`
+        (_prepare's rows), `total` bytes, for `store_host`; `may_wait`: the messages' WAIT allows
+        a SYNC_FLUSH wait."""
+        store_ip, store_port = store_host
         if store_host is not self._id_host:
             self._id_host = store_host
             self._id_prefix = (store_ip + _I32.pack(store_port)).hex().upper()
             self._host_row = store_ip + _I32.pack(store_port) if len(store_ip) == 4 else b""   # put_one's
         table = self.topic_queue_table
-        waits = self.cfg.sync_flush and msgs[0].properties.get(Prop.WAIT, "true") != "false"
+        waits = self.cfg.sync_flush and may_wait
         with self.put_lock:
             store_ts = time.time_ns() // 1_000_000
             f = self.commitlog.last_for_append()

@@ -156,6 +156,29 @@ def prepare_run(msgs, topic_part: bytes, max_body: int, store_host: tuple[bytes,
     return _prepare_columns(msgs, topic_part, max_body, store_host)
 
 
+def batch_columns(frame, at: int, outer: str, topic: str, sys_flag: int, born_ip: bytes, topic_part: bytes,
+                  max_body: int, store_host: tuple[bytes, int]):
+    """The per-record columns prepare_run makes of the messages of a producer's batch body (frame[at:]:
+    its entries, each with its own properties and then `outer`, the batch's own, merged), read
+    straight from the frame by the kernel; `batch_run` makes the run of them once the queue is
+    known. None where prepare_run would make no KernelRun, or the body is not well formed (the
+    caller takes the general path, which words the refusal)."""
+    if kernel is None or len(store_host[0]) != 4 or len(topic_part) > 128 or len(born_ip) != 4 \
+            or sys_flag & GENERAL_PATH_FLAGS or topic == SCHEDULE_TOPIC:
+        return None
+    return kernel.batch_run(frame, at, outer, max_body, MSG_FIXED_SIZE_V4 - 1 + len(topic_part), crc32,
+                            KERNEL_RUN_MIN)
+
+
+def batch_run(columns, topic: str, queue_id: int, sys_flag: int, born_ts: int, born_host: tuple[bytes, int],
+              reconsume: int, topic_part: bytes, store_host: tuple[bytes, int]) -> KernelRun:
+    """The KernelRun of batch_columns' answer, for the messages' shared fields."""
+    total, raw_sizes, crcs, props, parts, flags = columns
+    row = _shared_row(queue_id, sys_flag, born_ts, born_host[0], born_host[1], store_host, reconsume, 0)
+    return KernelRun(topic, queue_id, parts, flags, props, np.frombuffer(raw_sizes, np.int64), raw_sizes, crcs,
+                     row, topic_part, total)
+
+
 def _prepare_columns(msgs, topic_part: bytes, max_body: int, store_host: tuple[bytes, int]) -> RecordRun | None:
     n = len(msgs)
     if n < RUN_MIN:

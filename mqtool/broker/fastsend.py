@@ -10,6 +10,11 @@ the same functions (properties, Message, MessageStore.put, the SEND_OK template)
 path's command object, coroutines, header dataclass and layers; tests/broker/test_fastsend.py holds
 the two to the same bytes on disk and on the wire. Anything else returns None: the frame is decoded
 and takes the general path, which also words every refusal.
+
+`fast_send_batch` does the same for SEND_BATCH_MESSAGE under the same conditions, for a batch of at
+least KERNEL_RUN_MIN messages (no DELAY property, no transaction bits) to a topic the store has put
+before: the store kernel reads the batch body straight into the run the general path's messages
+make (recordrun.batch_columns), without an entry tuple or a Message per message.
 """
 from __future__ import annotations
 
@@ -23,7 +28,9 @@ from mqtool.broker.topics import NOT_ALLOWED_SEND_TOPICS, check_topic_name
 from mqtool_remoting.codes import RequestCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_store.codes import RETRY_GROUP_TOPIC_PREFIX, Prop, SysFlag
+from mqtool_remoting.batch import merge_batch_properties
 from mqtool_store.messagestore import Message, PutStatus
+from mqtool_store.recordrun import batch_columns, batch_run
 from mqtool_store.properties import format_properties, parse_properties
 from mqtool_store.storeconfig import ASYNC_MASTER, SYNC_FLUSH
 
@@ -33,15 +40,17 @@ except ImportError:                      # without orjson the general path takes
     _loads = None
 JSON_HEADERS = _loads is not None        # the fast paths read JSON headers with orjson
 try:                                     # the header's fields in one C pass (remoting/csrc/header.c)
-    from mqtool_remoting._header import send_v2_fields as _c_fields
+    from mqtool_remoting._header import send_batch_fields as _c_batch_fields, send_v2_fields as _c_fields
 except ImportError:
-    _c_fields = None
+    _c_fields = _c_batch_fields = None
 
 _INT = struct.Struct(">i")
 _FRAME_HEAD = struct.Struct(">ii")
 # fastjson writes bean properties in alphabetical order: "code" leads every header Java, mqtool and
 # the C++ client write; a header that starts otherwise simply takes the general path.
 _SEND_V2 = b'{"code":%d,' % RequestCode.SEND_MESSAGE_V2
+_SEND_BATCH = b'{"code":%d,' % RequestCode.SEND_BATCH_MESSAGE
+_V2, _BATCH = int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.SEND_BATCH_MESSAGE)
 _HEAD_AT = 4                             # the header follows the header-length int
 _MULTI_TAGS = int(SysFlag.MULTI_TAGS_FLAG)
 _NAMES_OK: set[str] = set()              # topic names check_topic_name passed (a pure check)
@@ -97,20 +106,22 @@ def can_take_sends(ctrl) -> bool:
             and (ctrl.autoswitch is None or sc.minInSyncReplicas <= 1))
 
 
-def send_fields(body: bytes):
+def send_fields(body: bytes, code: int = _V2):
     """(opaque, header length, topic, properties text, queue id, sys flag, flag, born timestamp,
-    reconsume times) of a SEND_MESSAGE_V2 frame the fast path can take, else None: the C reader
-    where it is sure, else this reader (orjson), which the C one never widens."""
-    if _c_fields is not None:
-        got = _c_fields(body)
+    reconsume times) of a SEND_MESSAGE_V2 frame (or, with `code` SEND_BATCH_MESSAGE, of a batch's)
+    the fast path can take, else None: the C reader where it is sure, else this reader (orjson),
+    which the C one never widens."""
+    reader = _c_fields if code == _V2 else _c_batch_fields
+    if reader is not None:
+        got = reader(body)
         if got is not None:
             return got
-    return py_send_fields(body)
+    return py_send_fields(body, code)
 
 
-def py_send_fields(body: bytes):
+def py_send_fields(body: bytes, code: int = _V2):
     """send_fields in Python: the reference the C reader is tested against."""
-    got = plain_request(body, RequestCode.SEND_MESSAGE_V2)
+    got = plain_request(body, code)
     if got is None:
         return None
     opaque, ext, hlen = got
@@ -133,14 +144,16 @@ def py_send_fields(body: bytes):
         return None
     reconsume = ext.get("j", "0")
     reconsume = small(reconsume) if reconsume in SMALL_INTS else plain_int(reconsume)
-    batch = ext.get("m")
-    if reconsume is None or (batch is not None and batch.lower() == "true"):
+    batch = ext.get("m")       # (SEND_BATCH_MESSAGE is a batch whatever it says)
+    if reconsume is None or (code == _V2 and batch is not None and batch.lower() == "true"):
         return None
     return opaque, hlen, topic, props_text, queue_id, sys_flag, flag, born_ts, reconsume
 
 
 def fast_send(ctrl, conn, body: bytes) -> bytes | None:
     """The answer frame to one request frame (`body`: the bytes after the length field), or None."""
+    if body.startswith(_SEND_BATCH, _HEAD_AT):
+        return fast_send_batch(ctrl, conn, body)
     if not body.startswith(_SEND_V2, _HEAD_AT) or _loads is None or not can_take_sends(ctrl):
         return None
     got = send_fields(body)
@@ -149,16 +162,8 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
     opaque, hlen, topic, props_text, queue_id, sys_flag, flag, born_ts, reconsume = got
     if sys_flag & 0xC or "DELAY\x01" in props_text or "TRAN_MSG\x01" in props_text:
         return None
-    if topic not in _NAMES_OK:
-        if check_topic_name(topic) is not None:
-            return None
-        if len(_NAMES_OK) >= _NAMES_MAX:
-            _NAMES_OK.clear()
-        _NAMES_OK.add(topic)
-    cfg = ctrl.topics.get(topic)
-    if cfg is None or topic in NOT_ALLOWED_SEND_TOPICS or not cfg.perm & PERM_WRITE \
-            or (cfg.order and not ctrl.config.brokerPermission & PERM_WRITE) \
-            or queue_id >= max(cfg.readQueueNums, cfg.writeQueueNums) or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+    cfg = _writable_topic(ctrl, topic, queue_id)
+    if cfg is None:
         return None
     # From here on: what send_message and BrokerController.put do for this request.
     start = time.monotonic()
@@ -172,15 +177,85 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
     props[Prop.CLUSTER] = ctrl.config.brokerClusterName
     msg = Message(topic, queue_id, body[4 + hlen:], props, format_properties(props), flag, sys_flag, born_ts,
                   peer_host(conn), reconsume)
-    result = ctrl.put_now(msg)
+    return _answer(ctrl, opaque, queue_id, ctrl.put_now(msg), start, _V2)
+
+
+def fast_send_batch(ctrl, conn, body: bytes) -> bytes | None:
+    """SEND_BATCH_MESSAGE: what send.py's _send_batch stores and answers, for a batch of at least
+    KERNEL_RUN_MIN messages that the store kernel makes into one run (recordrun.batch_columns)
+    straight from the frame, without the general path's entries and Message objects; else None."""
+    if _loads is None or not can_take_sends(ctrl):
+        return None
+    got = send_fields(body, _BATCH)
+    if got is None:
+        return None
+    opaque, hlen, topic, outer, queue_id, sys_flag, _flag, born_ts, reconsume = got
+    if sys_flag & 0xC or "DELAY\x01" in outer:      # a delayed or transactional batch: refused there
+        return None
+    cfg = _writable_topic(ctrl, topic, queue_id)
+    store = ctrl.store
+    topic_part = store.topic_part(topic) if cfg is not None else None
+    if topic_part is None:
+        return None
+    start = time.monotonic()
+    if cfg.topicFilterType == "MULTI_TAG":
+        sys_flag |= _MULTI_TAGS
+    born, store_host = peer_host(conn), store.store_host
+    columns = batch_columns(body, 4 + hlen, _outer_all(outer, ctrl.config.brokerClusterName), topic, sys_flag,
+                            born[0], topic_part, store.cfg.maxMessageSize, store_host)
+    if columns is None:
+        return None
+    # From here on: what send_message, _send_batch and BrokerController.put do for this request.
+    if queue_id < 0:
+        queue_id = int(_random() * (cfg.writeQueueNums or 1))
+    run = batch_run(columns, topic, queue_id, sys_flag, born_ts, born, reconsume, topic_part, store_host)
+    return _answer(ctrl, opaque, queue_id, ctrl.put_run_now(run, store_host), start, _BATCH)
+
+
+def _writable_topic(ctrl, topic: str, queue_id: int):
+    """The topic's config where the general path would store a send to it as asked, else None."""
+    if topic not in _NAMES_OK:
+        if check_topic_name(topic) is not None:
+            return None
+        if len(_NAMES_OK) >= _NAMES_MAX:
+            _NAMES_OK.clear()
+        _NAMES_OK.add(topic)
+    cfg = ctrl.topics.get(topic)
+    if cfg is None or topic in NOT_ALLOWED_SEND_TOPICS or not cfg.perm & PERM_WRITE \
+            or (cfg.order and not ctrl.config.brokerPermission & PERM_WRITE) \
+            or queue_id >= max(cfg.readQueueNums, cfg.writeQueueNums) or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return None
+    return cfg
+
+
+_OUTER: dict[tuple[str, str], str] = {}
+
+
+def _outer_all(outer: str, cluster_name: str) -> str:
+    """A batch's own properties with CLUSTER merged in, as _send_batch does (a producer's few texts, kept)."""
+    key = (outer, cluster_name)
+    got = _OUTER.get(key)
+    if got is None:
+        cluster = f"{Prop.CLUSTER}\x01{cluster_name}"
+        got = merge_batch_properties(outer, cluster) if cluster not in outer else outer
+        if len(_OUTER) >= _NAMES_MAX:
+            _OUTER.clear()
+        _OUTER[key] = got
+    return got
+
+
+def _answer(ctrl, opaque: int, queue_id: int, result, start: float, code: int) -> bytes:
+    """The answer frame of a stored (or refused) send, with its put time counted as timed_put does."""
     if result.status is _PUT_OK:
         config = ctrl.config
         template = _send_ok(config.regionId, "true" if config.traceOn else "false")
         if template is not None:
-            header = template.fill_plain(opaque, result.msg_ids[0], queue_id, result.queue_offset)
+            ids = result.msg_ids
+            header = template.fill_plain(opaque, ids[0] if len(ids) == 1 else ",".join(ids), queue_id,
+                                         result.queue_offset)
             ctrl.stats.put_time(int((time.monotonic() - start) * 1000))
             return _FRAME_HEAD.pack(4 + len(header), len(header)) + header
-    cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque, 0)
+    cmd = RemotingCommand(code, opaque, 0)
     resp = _put_response(cmd, ctrl, result, queue_id)
     if resp.code in SENT_CODES:
         ctrl.stats.put_time(int((time.monotonic() - start) * 1000))

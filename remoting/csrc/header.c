@@ -3,6 +3,7 @@
  *
  *   send_v2_fields(body) -> (opaque, header length, topic, properties, queue id, sys flag, flag,
  *                            born timestamp, reconsume times) | None
+ *   send_batch_fields(body) -> the same of a SEND_BATCH_MESSAGE frame (code 320, "m" any string)
  *
  * `body` is a frame without its length field: the header-length int, the header, the message body.
  * It answers only where it is sure to read what fastsend's Python reader (orjson and its checks)
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #define SEND_V2 310
+#define SEND_BATCH 320
 #define MAX_HEADER (1 << 24)
 
 typedef struct {
@@ -267,7 +269,9 @@ static int read_ext(Cursor *c, Str *fields, int *seen)
     }
 }
 
-static PyObject *send_v2_fields(PyObject *self, PyObject *arg)
+/* The fields of a frame of request code `want`: SEND_MESSAGE_V2 (310), whose "m" must not say
+ * "true" (a batch), or SEND_BATCH_MESSAGE (320), always a batch whatever "m" says. */
+static PyObject *send_fields(PyObject *arg, long long want)
 {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
@@ -335,7 +339,7 @@ static PyObject *send_v2_fields(PyObject *self, PyObject *arg)
             goto none;
     }
     skip_ws(&c);
-    if (c.p != c.end || !have_code || code != SEND_V2 || flag != 0 || !have_opaque || !have_ext)
+    if (c.p != c.end || !have_code || code != want || flag != 0 || !have_opaque || !have_ext)
         goto none;
     if (!seen[F_A] || !seen[F_B] || !seen[F_C])
         goto none;
@@ -349,6 +353,8 @@ static PyObject *send_v2_fields(PyObject *self, PyObject *arg)
         const Str *m = &fields[F_M];
         if (m->escaped)
             goto none;
+        if (want == SEND_BATCH)
+            goto m_read;
         if (m->len == 4 && (m->at[0] | 0x20) == 't' && (m->at[1] | 0x20) == 'r' && (m->at[2] | 0x20) == 'u' &&
                 (m->at[3] | 0x20) == 'e')
             goto none;
@@ -356,6 +362,7 @@ static PyObject *send_v2_fields(PyObject *self, PyObject *arg)
             if (m->at[i] >= 0x80)
                 goto none;
     }
+m_read:
     /* a and c only need to be strings; their text must still be what orjson would accept */
     PyObject *a = str_value(&fields[F_A]), *cc = a ? str_value(&fields[F_C]) : NULL;
     PyObject *topic = cc ? str_value(&fields[F_B]) : NULL;
@@ -379,8 +386,19 @@ done:
     return result;
 }
 
+static PyObject *send_v2_fields(PyObject *self, PyObject *arg)
+{
+    return send_fields(arg, SEND_V2);
+}
+
+static PyObject *send_batch_fields(PyObject *self, PyObject *arg)
+{
+    return send_fields(arg, SEND_BATCH);
+}
+
 static PyMethodDef methods[] = {
     {"send_v2_fields", send_v2_fields, METH_O, "A SEND_MESSAGE_V2 frame's header fields, or None."},
+    {"send_batch_fields", send_batch_fields, METH_O, "A SEND_BATCH_MESSAGE frame's header fields, or None."},
     {NULL, NULL, 0, NULL},
 };
 

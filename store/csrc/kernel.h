@@ -110,5 +110,6 @@ PyObject *parse_properties(PyObject *self, PyObject *text);
 PyObject *queue_totals(PyObject *self, PyObject *args);
 PyObject *pull_body(PyObject *self, PyObject *args);
 PyObject *batch_entries(PyObject *self, PyObject *args);
+PyObject *batch_run(PyObject *self, PyObject *args);
 
 #endif

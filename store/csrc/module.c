@@ -12,6 +12,7 @@
  *   index_put    IndexFile.putKey for many keys in order, into a mapped index file
  *   pull_body    a pull's records joined from a consume queue run and a commit log file
  *   batch_entries  a producer's batch body read into its entries, properties merged and parsed
+ *   batch_run    the same body read straight into a run (run_prepare's answer, without the messages)
  *
  * One module, mqtool_store._kernel, from this folder's files (setup.py lists them).
  * Layouts: spec/commitlog.md (a V1 record with IPv4 hosts: an 88-byte fixed part), spec/index.md.
@@ -34,6 +35,7 @@ static PyMethodDef methods[] = {
     {"msg_ids", msg_ids, METH_VARARGS, "The run's message ids."},
     {"index_put", index_put, METH_VARARGS, "IndexFile.putKey for many keys; returns the new hash slots."},
     {"batch_entries", batch_entries, METH_VARARGS, "A batch body's entries: [(flag, body, text, props)] or None."},
+    {"batch_run", batch_run, METH_VARARGS, "A batch body as a run: (total, sizes, crcs, props, parts, flags) or None."},
     {"pull_body", pull_body, METH_VARARGS, "A pull's records joined: (body, count, scanned) or None."},
     {NULL, NULL, 0, NULL},
 };

@@ -16,6 +16,7 @@ from mqtool.broker import fastsend
 from mqtool.broker.config import BrokerConfig
 from mqtool.broker.controller import BrokerController
 from mqtool.broker.topics import TopicConfig
+from mqtool_remoting.batch import encode_batch
 from mqtool_remoting.codes import RequestCode, ResponseCode, SerializeType
 from mqtool_remoting.command import RemotingCommand, decode_frame_body
 from mqtool_remoting.errors import FrameError
@@ -254,3 +255,84 @@ def test_the_generated_requests_exercise_both_paths():
     """(Runs after the property test in this module.) Both paths had work in it."""
     if TOOK:
         assert any(TOOK) and not all(TOOK), TOOK
+
+
+# ---------------------------------------------------------------- batches (SEND_BATCH_MESSAGE)
+
+def batch_frame(entries, topic="FastA", queue="1", props="", sys_flag="0", **kw) -> bytes:
+    """A producer's batch: the V2 header (with its batch flag) and the encoded entries."""
+    return frame_of(RequestCode.SEND_BATCH_MESSAGE, v2(topic, queue, sys_flag, "0", props=props, batch="true"),
+                    encode_batch(entries), **kw)
+
+
+def entries_of(n, size=16, props="TAGS\x01T\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01U%d") -> list:
+    return [(i % 3, bytes([65 + i % 26]) * size, props % i if "%d" in props else props) for i in range(n)]
+
+
+def test_batches_take_the_fast_path_and_match(pair, store_kernel):
+    """A batch the store kernel makes into one run is stored and answered as the general path does
+    it (every entry's record, the comma-joined message ids, the consume queue units, the index)."""
+    fast, general, loop = pair
+    frames = [batch_frame(entries_of(8)), batch_frame(entries_of(64, 200), queue="-1"),
+              batch_frame(entries_of(9, props=""), topic="FastMulti", queue="0", props="KEYS\x01outer"),
+              batch_frame(entries_of(12, props="TAGS\x01X\x02"), props="WAIT\x01true\x02CLUSTER\x01other")]
+    run_both(fast, general, loop, [frame_of(RequestCode.SEND_MESSAGE_V2, v2(topic=t), b"first")
+                                   for t in ("FastA", "FastMulti")])   # (a topic's first put takes the general path)
+    took = run_both(fast, general, loop, frames)
+    assert all(took) == (store_kernel is not None) and (any(took) or store_kernel is None)
+    assert fast.stats.totals.put_msgs == general.stats.totals.put_msgs == 2 + 8 + 64 + 9 + 12
+    found = [ctrl.store.index.query("FastA", "k1", 200, 0, 1 << 62)[0] for ctrl in (fast, general)]
+    assert found[0] == found[1] and len(found[0]) == 8 + 64
+    resp = decode_frame_body(loop.run_until_complete(through_fast(fast, FakeConn(), frames[0]))[0][4:])
+    assert resp.code == ResponseCode.SUCCESS and len(resp.ext_fields["msgId"].split(",")) == 8
+
+
+def test_what_the_batch_fast_path_leaves_to_the_general_one(pair, store_kernel):
+    fast, general, loop = pair
+    run_both(fast, general, loop, [frame_of(RequestCode.SEND_MESSAGE_V2, v2(), b"first")])
+    good = encode_batch(entries_of(8))
+    cases = [
+        batch_frame(entries_of(7)),                                       # too few for a run
+        batch_frame(entries_of(8), topic="NoSuchTopic"),                  # auto-created (and its first put)
+        batch_frame(entries_of(8), props="DELAY\x012"),                   # refused: delayed
+        batch_frame(entries_of(8), sys_flag="4"),                         # refused: transactional
+        batch_frame(entries_of(8), topic="FastReadOnly"),
+        batch_frame(entries_of(8), queue="9"),
+        batch_frame([(0, b"x" * 70_000, "")] * 8),                        # a body over maxMessageSize
+        batch_frame(entries_of(8, props="K\x01" + "v" * 32_000), props="X\x01" + "w" * 1000),  # merged: over 32767
+        frame_of(RequestCode.SEND_BATCH_MESSAGE, v2(batch="true"), good[:-3]),        # cut short
+        frame_of(RequestCode.SEND_BATCH_MESSAGE, v2(batch="true"), good, oneway=True),
+        frame_of(RequestCode.SEND_BATCH_MESSAGE, v2(batch="true"), good, binary=True),
+        frame_of(RequestCode.SEND_BATCH_MESSAGE, v2(batch="true"), b""),                # empty
+    ]
+    fast.store.cfg.maxMessageSize = general.store.cfg.maxMessageSize = 65536
+    took = run_both(fast, general, loop, cases)
+    assert not any(took)
+
+
+_entries = st.lists(st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=64), _props.map(
+    lambda p: p or "")), min_size=6, max_size=12)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], max_examples=40)
+@given(st.lists(st.fixed_dictionaries({"entries": _entries, "outer": _props.map(lambda p: p or ""),
+                                       "topic": st.sampled_from(["FastA", "FastA", "FastMulti", "NoSuchTopic"]),
+                                       "queue": st.sampled_from(["0", "1", "-1", "5", "x"]),
+                                       "batch": st.sampled_from(["true", "false", "TRUE", "yes"])}),
+                min_size=1, max_size=4))
+def test_fast_and_general_batches_write_and_answer_the_same_bytes(pair, batches):
+    fast, general, loop = pair
+    frames = [frame_of(RequestCode.SEND_MESSAGE_V2, v2(topic=t), b"first") for t in ("FastA", "FastMulti")]
+    frames += [frame_of(RequestCode.SEND_BATCH_MESSAGE, v2(b["topic"], b["queue"], props=b["outer"], batch=b["batch"]),
+                        encode_batch(b["entries"])) for b in batches]
+    BATCH_TOOK.extend(run_both(fast, general, loop, frames)[2:])
+
+
+BATCH_TOOK: list[bool] = []
+
+
+def test_the_generated_batches_exercise_both_paths():
+    """(Runs after the property test above.) Both paths had batches in it (with the kernel built)."""
+    from mqtool_store import kernel
+    if BATCH_TOOK and kernel.kernel is not None:
+        assert any(BATCH_TOOK) and not all(BATCH_TOOK), BATCH_TOOK

@@ -12,7 +12,9 @@ from hypothesis import given, settings, strategies as st
 
 from mqtool.broker import fastsend
 
-c_fields = pytest.importorskip("mqtool_remoting._header").send_v2_fields
+_header = pytest.importorskip("mqtool_remoting._header")
+c_fields = _header.send_v2_fields
+C_READERS = {310: _header.send_v2_fields, 320: _header.send_batch_fields}   # SEND_MESSAGE_V2, SEND_BATCH_MESSAGE
 
 
 def frame(header: bytes | str, body: bytes = b"hello") -> bytes:
@@ -33,8 +35,8 @@ EXT = {"a": "PG", "b": "TopicA", "c": "TBW102", "d": "4", "e": "-1", "f": "0", "
        "i": "TAGS\x01T\x02KEYS\x01k1 k2\x02WAIT\x01true\x02", "j": "0", "k": "false", "m": "false"}
 
 
-def same(body: bytes) -> object:
-    got, want = c_fields(body), fastsend.py_send_fields(body)
+def same(body: bytes, code: int = 310) -> object:
+    got, want = C_READERS[code](body), fastsend.py_send_fields(body, code)
     assert got is None or got == want, (body, got, want)
     return got
 
@@ -92,13 +94,28 @@ _text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_siz
 @settings(max_examples=300, deadline=None)
 @given(st.fixed_dictionaries({"a": _text, "b": _text, "c": _text, "d": _ints, "e": _ints, "f": _ints,
                               "g": _ints, "h": _ints},
-                             optional={"i": _text, "j": _ints, "m": st.sampled_from(["true", "True", "false", "x"]),
+                             optional={"i": _text, "j": _ints, "m": st.sampled_from(["true", "True", "false", "x", "\u00e9"]),
                                        "zz": _text}),
-       st.integers(-2 ** 31, 2 ** 31), st.booleans(), st.booleans())
-def test_any_header_is_read_as_the_python_reader_reads_it(ext, opaque, ascii_only, spaced):
-    text = json.dumps(java_header(ext, opaque), ensure_ascii=ascii_only,
+       st.integers(-2 ** 31, 2 ** 31), st.booleans(), st.booleans(), st.sampled_from([310, 320]))
+def test_any_header_is_read_as_the_python_reader_reads_it(ext, opaque, ascii_only, spaced, code):
+    text = json.dumps(java_header(ext, opaque, code=code), ensure_ascii=ascii_only,
                       separators=(", ", ": ") if spaced else (",", ":"))
-    same(frame(text))
+    for reader_code in (310, 320):
+        got = same(frame(text), reader_code)
+        assert got is None or reader_code == code
+
+
+@pytest.mark.parametrize("m", [None, "true", "TRUE", "false", "x"])
+def test_a_batch_header_is_read_whatever_its_batch_flag_says(m):
+    """SEND_BATCH_MESSAGE is a batch whatever "m" says (send.py: `h.batch or` the code); a V2 send
+    saying "m": "true" is one too, and neither fast reader takes it."""
+    ext = {k: v for k, v in EXT.items() if k != "m"} if m is None else dict(EXT, m=m)
+    body = frame(json.dumps(java_header(ext, code=320), separators=(",", ":")))
+    assert same(body, 320) == fastsend.py_send_fields(body, 320) is not None
+    assert same(body, 310) is None
+    v2 = frame(json.dumps(java_header(ext), separators=(",", ":")))
+    assert same(v2, 320) is None
+    assert (same(v2, 310) is None) == (m is not None and m.lower() == "true")
 
 
 @settings(max_examples=300, deadline=None)
