@@ -13,14 +13,22 @@ PyObject *parse_properties(PyObject *self, PyObject *text)
     Py_ssize_t n = PyUnicode_GET_LENGTH(text), start = 0;
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
+    const char *bytes = kind == PyUnicode_1BYTE_KIND ? (const char *)data : NULL;
     while (props && start < n) {
         Py_ssize_t end = start, eq = -1;
-        for (; end < n; end++) {
-            Py_UCS4 c = PyUnicode_READ(kind, data, end);
-            if (c == 0x02)
-                break;
-            if (c == 0x01 && eq < 0)
-                eq = end;
+        if (bytes) {            /* the common text (Latin-1): the separators found by memchr */
+            const char *sep = memchr(bytes + start, 0x02, n - start);
+            end = sep ? sep - bytes : n;
+            const char *mark = memchr(bytes + start, 0x01, end - start);
+            eq = mark ? mark - bytes : -1;
+        } else {
+            for (; end < n; end++) {
+                Py_UCS4 c = PyUnicode_READ(kind, data, end);
+                if (c == 0x02)
+                    break;
+                if (c == 0x01 && eq < 0)
+                    eq = end;
+            }
         }
         if (eq > start && eq + 1 < end) {
             PyObject *key = PyUnicode_Substring(text, start, eq);
