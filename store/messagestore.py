@@ -301,20 +301,9 @@ class MessageStore(Dispatch, Replication):
             return self.put_batch((msg,), batch=False, wait_flush=wait_flush)
         waits = self.cfg.sync_flush and msg.properties.get(Prop.WAIT, "true") != "false"
         if kernel is not None and self._host_row and msg.properties_text is not None:
-            with self.put_lock:
-                store_ts = time.time_ns() // 1_000_000
-                f = self.commitlog.last_for_append()
-                pos = f.write_pos
-                phys = f.start + pos
-                got = kernel.put_one(msg, f.mm, pos, min(f.size - END_FILE_MIN_BLANK_LENGTH, f.warm_lo), phys,
-                                     store_ts, self._topic_fields, self._host_row, crc32, self.cfg.maxMessageSize,
-                                     self.topic_queue_table, self._pending)
-                if got is not None:     # else the Python path: it refuses, rolls the file or waits
-                    size, queue_offset = got
-                    f.write_pos = pos + size
-                    f.store_timestamp = store_ts
-                    self._queued(waits)
+            got = self._put_kernel(msg, waits)
             if got is not None:
+                phys, size, queue_offset, store_ts = got
                 return self._put_done(phys, size, queue_offset, store_ts, waits, wait_flush)
         p = self._prepare(msg)
         if type(p) is PutResult:
@@ -348,6 +337,40 @@ class MessageStore(Dispatch, Replication):
             return self.put_batch((msg,), batch=False, wait_flush=wait_flush)   # SYNC_FLUSH wait there held
                                                                                 # it from the flusher 5 s
         return self._put_done(phys, size, queue_offset, store_ts, waits, wait_flush)
+
+    def _put_kernel(self, msg: Message, waits: bool):
+        """The store kernel's put of one message: (commit log offset, size, queue offset, store time),
+        or None with nothing written (the Python path refuses it, rolls the file or waits)."""
+        with self.put_lock:
+            store_ts = time.time_ns() // 1_000_000
+            f = self.commitlog.last_for_append()
+            pos = f.write_pos
+            phys = f.start + pos
+            got = kernel.put_one(msg, f.mm, pos, min(f.size - END_FILE_MIN_BLANK_LENGTH, f.warm_lo), phys,
+                                 store_ts, self._topic_fields, self._host_row, crc32, self.cfg.maxMessageSize,
+                                 self.topic_queue_table, self._pending)
+            if got is None:
+                return None
+            size, queue_offset = got
+            f.write_pos = pos + size
+            f.store_timestamp = store_ts
+            self._queued(waits)
+        return phys, size, queue_offset, store_ts
+
+    def put_quick(self, msg: Message) -> tuple[str, int, int] | None:
+        """`put` of a message no put waits for (ASYNC_FLUSH: the broker's send fast path) where the
+        store kernel writes it: (message id, size, queue offset), without a PutResult; else None,
+        with nothing written (`put` then does it)."""
+        if kernel is None or not self._host_row or msg.properties_text is None or self.cfg.sync_flush \
+                or not self.running or self.cfg.is_slave or self.store_host is not self._id_host:
+            return None
+        got = self._put_kernel(msg, False)
+        if got is None:
+            return None
+        phys, size, queue_offset, _ = got
+        for listener in self.append_listeners:
+            listener(phys + size)
+        return f"{self._id_prefix}{phys:016X}", size, queue_offset
 
     def _queued(self, waits: bool) -> None:
         """After a single put joined `_pending` (the put lock is held): dispatch or wake the thread."""

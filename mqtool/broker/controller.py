@@ -468,9 +468,7 @@ class BrokerController:
         """`put` of one message where no put waits (`fastsend.can_take_sends`: ASYNC_FLUSH, ASYNC_MASTER,
         no controller-mode in-sync minimum): the same store call, dispatch drain and counts."""
         result = self.store.put(msg, wait_flush=True)
-        if self.store._pending and not self._drain_soon:
-            self._drain_soon = True
-            asyncio.get_running_loop().call_soon(self._drain_dispatch)
+        self.drain_soon()
         if result.ok:
             self.stats.put(msg.topic, 1, result.size)
         elif commit_log_refused(msg, result):
@@ -481,12 +479,16 @@ class BrokerController:
         """put_now of a batch made into a run beforehand (fastsend's batches): the same store put,
         dispatch drain and counts as `put` of the batch's messages."""
         result = self.store.put_run(run, store_host)
-        if self.store._pending and not self._drain_soon:
-            self._drain_soon = True
-            asyncio.get_running_loop().call_soon(self._drain_dispatch)
+        self.drain_soon()
         if result.ok:                  # (a run is refused only before the commit log: not a failed put)
             self.stats.put(run.topic, len(run), result.size)
         return result
+
+    def drain_soon(self) -> None:
+        """The store's pending dispatch drained at the end of this loop turn (once per turn)."""
+        if self.store._pending and not self._drain_soon:
+            self._drain_soon = True
+            asyncio.get_running_loop().call_soon(self._drain_dispatch)
 
     def _drain_dispatch(self) -> None:
         self._drain_soon = False

@@ -177,7 +177,16 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
     props[Prop.CLUSTER] = ctrl.config.brokerClusterName
     msg = Message(topic, queue_id, body[4 + hlen:], props, format_properties(props), flag, sys_flag, born_ts,
                   peer_host(conn), reconsume)
-    return _answer(ctrl, opaque, queue_id, ctrl.put_now(msg), start, _V2)
+    config = ctrl.config
+    template = _send_ok(config.regionId, "true" if config.traceOn else "false")
+    got = ctrl.store.put_quick(msg) if template is not None else None
+    if got is None:
+        return _answer(ctrl, opaque, queue_id, ctrl.put_now(msg), start, _V2)
+    msg_id, size, queue_offset = got        # what put_now and _answer do with a stored message: the
+    ctrl.drain_soon()                       # dispatch drained once per loop turn, the put counted, SEND_OK
+    header = template.fill_plain(opaque, msg_id, queue_id, queue_offset)
+    ctrl.stats.put_one(topic, size, int((time.monotonic() - start) * 1000))
+    return _FRAME_HEAD.pack(4 + len(header), len(header)) + header
 
 
 def fast_send_batch(ctrl, conn, body: bytes) -> bytes | None:

@@ -132,6 +132,38 @@ class BrokerStats:
         if elapsed_ms is not None:
             self.put_time(elapsed_ms)
 
+    def put_one(self, topic: str, nbytes: int, elapsed_ms: int) -> None:
+        """put(topic, 1, nbytes, elapsed_ms) in one call (the send fast path's): this minute's
+        buckets, where they exist, added to in place."""
+        counters = self._put_counters.get(topic)
+        if counters is None:
+            self.put(topic, 1, nbytes, elapsed_ms)
+            return
+        t = self.totals
+        t.put_msgs += 1
+        t.put_bytes += nbytes
+        per_topic = self.topic_totals[topic]
+        per_topic[0] += 1
+        per_topic[1] += nbytes
+        minute = self._minute()
+        nums, size, broker = counters[0].buckets, counters[1].buckets, counters[2].buckets
+        if nums and size and broker and nums[-1][0] == size[-1][0] == broker[-1][0] == minute:
+            nums, size, broker = nums[-1], size[-1], broker[-1]
+            nums[1] += 1
+            nums[2] += 1
+            size[1] += nbytes
+            size[2] += 1
+            broker[1] += 1                  # (incBrokerPutNums adds no call)
+        else:
+            counters[0].add(1, minute)
+            counters[1].add(nbytes, minute)
+            counters[2].add(1, minute, 0)
+        if elapsed_ms == 0:
+            self.distribute[0] += 1
+            self.latency[_LATENCY_AT_0] += 1
+        else:
+            self.put_time(elapsed_ms)
+
     def put_time(self, elapsed_ms: int) -> None:
         """setPutMessageEntireTimeMax + incPutMessageEntireTime: one put's entire time."""
         if elapsed_ms == 0:                # nearly every put: the first bucket of each

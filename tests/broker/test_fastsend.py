@@ -130,7 +130,16 @@ def run_both(fast, general, loop, frames) -> list[bool]:
         took.append(fast_took)
     loop.run_until_complete(asyncio.sleep(0))           # the dispatch drains scheduled by the puts
     assert store_bytes(fast) == store_bytes(general)
+    assert put_counts(fast) == put_counts(general)
     return took
+
+
+def put_counts(ctrl) -> tuple:
+    """What the broker's statistics hold of the puts (the minute buckets' sums and calls of every
+    key, the totals): the same whichever path stored them."""
+    st_ = ctrl.stats
+    keys = {key: [(b[1], b[2]) for b in counter.buckets] for key, counter in st_.keys.items() if counter.buckets}
+    return keys, dict(st_.topic_totals), st_.totals.put_msgs, st_.totals.put_bytes, sum(st_.distribute)
 
 
 def test_common_sends_take_the_fast_path_and_match(pair):
