@@ -78,6 +78,8 @@ def live(tmp_path_factory, spark):
             "cluster", "list", "-n", c.ns, "--json").stdout.count("broker-") >= 3, timeout=30)
         for t in ("Orders", "PayIn", "PayOut", "Copy", "Sunk"):
             _run(_create(c.ns, t))
+        _run(_send(c.ns, "PayIn", 100))         # read by several tests (each may run alone: -k)
+        _run(_send(c.ns, "PayOut", 60))
         register(spark)
         yield c
     finally:
@@ -122,8 +124,6 @@ def test_batch_read_has_the_export_columns_and_every_message(live, spark):
 
 
 def test_offsets_json_tags_globs_and_min_partitions(live, spark):
-    _run(_send(live.ns, "PayIn", 100))
-    _run(_send(live.ns, "PayOut", 60))
     both = _read(spark, live.ns, topics="Pay*")
     assert both.count() == 160
     only_a = _read(spark, live.ns, topics="Pay*", tags="A").collect()
@@ -203,7 +203,9 @@ def _gone(pid: int) -> bool:
 
 
 def test_live_export_is_exactly_once_across_a_driver_kill(live, spark, tmp_path):
-    topic = "Orders"
+    topic = "OrdersKill"
+    _run(_create(live.ns, topic))
+    _run(_send(live.ns, topic, 400))
     out, ck = tmp_path / "out", tmp_path / "ck"
     cmd = [sys.executable, "-m", "mqtool", "spark", "export", "-n", live.ns, "-t", topic, "-o", str(out),
            "--checkpoint", str(ck), "--interval", "200ms", "--max-messages-per-trigger", "50", "--master", "local[2]"]
@@ -337,12 +339,14 @@ def test_a_small_available_now_export_is_one_batch_without_an_extra_job_or_look(
 
 
 def test_replay_sends_an_export_back_with_keys_tags_and_properties(live, spark, tmp_path):
+    _run(_create(live.ns, "CopySrc"))
+    _run(_send(live.ns, "CopySrc", 600))
     src = tmp_path / "orders.parquet"
-    _read(spark, live.ns, topics="Orders").write.parquet(str(src))
+    _read(spark, live.ns, topics="CopySrc").write.parquet(str(src))
     proc = run_cli("spark", "replay", src, "-t", "Copy", "-n", live.ns, "--master", "local[2]", "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json_lines(proc.stdout)[-1]["rows"] == 600
-    orig = {int(r.properties["seq"]): r for r in _read(spark, live.ns, topics="Orders").collect()}
+    orig = {int(r.properties["seq"]): r for r in _read(spark, live.ns, topics="CopySrc").collect()}
     copy = _read(spark, live.ns, topics="Copy").collect()
     assert len(copy) == 600
     for r in copy:
@@ -472,17 +476,18 @@ def test_a_master_killed_while_tasks_read_is_read_from_its_slave(live, spark):
     """broker-a's master dies while the read is under way (pulls of one message each, so the read
     takes thousands of round trips): the tasks go on against the slave; every row exactly once."""
     import threading
-    _run(_send(live.ns, "Orders", 3000, start=600, tags=("C",)))
+    _run(_create(live.ns, "OrdersHA"))
+    _run(_send(live.ns, "OrdersHA", 3000, tags=("C",)))
     before = sorted((r.broker_name, r.queue_id, r.queue_offset, r.body)
-                    for r in _read(spark, live.ns, topics="Orders").collect())
+                    for r in _read(spark, live.ns, topics="OrdersHA").collect())
     held = {(q, o) for b, q, o, _ in before if b == "broker-a"}
-    wait_until("the slave to hold every message of broker-a", lambda: _run(_slave_max(live, "Orders")) == {
+    wait_until("the slave to hold every message of broker-a", lambda: _run(_slave_max(live, "OrdersHA")) == {
         q: max(o for qq, o in held if qq == q) + 1 for q, _ in held}, timeout=30)
     master_gets = _run(_gets(live.addrs["a-master"], live.ns))
     slave_gets = _run(_gets(live.addrs["a-slave"], live.ns))
     got: list = []
     reader = threading.Thread(target=lambda: got.extend(
-        _read(spark, live.ns, topics="Orders", pullBatchSize="1").collect()))
+        _read(spark, live.ns, topics="OrdersHA", pullBatchSize="1").collect()))
     reader.start()
     # Kill it once it has served part of this read, not all of it.
     wait_until("the read to be under way on broker-a's master", lambda: _run(
