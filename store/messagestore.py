@@ -106,6 +106,15 @@ class Message:
     prepared_transaction_offset: int = 0
 
 
+# A Message's fields in the order put_quick (the kernel's put_one) takes them as a row.
+ROW_FIELDS = ("topic", "queue_id", "sys_flag", "born_host", "born_timestamp", "reconsume_times",
+              "prepared_transaction_offset", "body", "properties_text", "properties", "flag")
+
+
+def message_of_row(row: tuple) -> Message:
+    return Message(**dict(zip(ROW_FIELDS, row)))
+
+
 @dataclass
 class PutResult:
     status: PutStatus
@@ -357,11 +366,12 @@ class MessageStore(Dispatch, Replication):
             self._queued(waits)
         return phys, size, queue_offset, store_ts
 
-    def put_quick(self, msg: Message) -> tuple[str, int, int] | None:
+    def put_quick(self, msg) -> tuple[str, int, int] | None:
         """`put` of a message no put waits for (ASYNC_FLUSH: the broker's send fast path) where the
         store kernel writes it: (message id, size, queue offset), without a PutResult; else None,
-        with nothing written (`put` then does it)."""
-        if kernel is None or not self._host_row or msg.properties_text is None or self.cfg.sync_flush \
+        with nothing written (`put` then does it). `msg` is a Message or its row (ROW_FIELDS, a
+        tuple: no Message made)."""
+        if kernel is None or not self._host_row or self.cfg.sync_flush \
                 or not self.running or self.cfg.is_slave or self.store_host is not self._id_host:
             return None
         got = self._put_kernel(msg, False)

@@ -49,3 +49,20 @@ def format_properties(props: dict[str, str], trailing_separator: bool = False) -
     if trailing_separator and text:
         text += PROPERTY_SEPARATOR
     return text
+
+
+def broker_properties(text: str, cluster: str) -> tuple[dict[str, str], str]:
+    """A send's properties as the broker stores them (SendMessageProcessor): parsed, WAIT dropped
+    when it says "true", CLUSTER set to the broker's cluster (in its place when present, else
+    last), and the text written back in that order: (properties, text)."""
+    if kernel is not None:       # the same in one C call (the send fast path's)
+        return kernel.broker_properties(text, cluster)
+    return _broker_properties(text, cluster)
+
+
+def _broker_properties(text: str, cluster: str) -> tuple[dict[str, str], str]:
+    props = parse_properties(text)
+    if props.get("WAIT") == "true":
+        del props["WAIT"]
+    props["CLUSTER"] = cluster
+    return props, format_properties(props)

@@ -6,7 +6,7 @@ existing writable topic that is not a retry, DLQ or system topic, with no DELAY 
 and no transaction bits, on an ASYNC_MASTER with ASYNC_FLUSH and no ACL, where the put never waits
 (no SYNC_FLUSH, no SYNC_MASTER, no controller mode in-sync minimum). It answers exactly what
 `send.send_message` under `BrokerController.handle` answers and stores the same record, through
-the same functions (properties, Message, MessageStore.put, the SEND_OK template), minus the general
+the same rules (the properties, a Message's fields, MessageStore.put, the SEND_OK template), minus the general
 path's command object, coroutines, header dataclass and layers; tests/broker/test_fastsend.py holds
 the two to the same bytes on disk and on the wire. Anything else returns None: the frame is decoded
 and takes the general path, which also words every refusal.
@@ -29,9 +29,9 @@ from mqtool_remoting.codes import RequestCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_store.codes import RETRY_GROUP_TOPIC_PREFIX, Prop, SysFlag
 from mqtool_remoting.batch import merge_batch_properties
-from mqtool_store.messagestore import Message, PutStatus
+from mqtool_store.messagestore import PutStatus, message_of_row
 from mqtool_store.recordrun import batch_columns, batch_run
-from mqtool_store.properties import format_properties, parse_properties
+from mqtool_store.properties import broker_properties
 from mqtool_store.storeconfig import ASYNC_MASTER, SYNC_FLUSH
 
 try:
@@ -171,17 +171,14 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
         queue_id = int(_random() * (cfg.writeQueueNums or 1))    # (randrange costs 3x this)
     if cfg.topicFilterType == "MULTI_TAG":
         sys_flag |= _MULTI_TAGS
-    props = parse_properties(props_text)
-    if props.get(Prop.WAIT) == "true":
-        del props[Prop.WAIT]
-    props[Prop.CLUSTER] = ctrl.config.brokerClusterName
-    msg = Message(topic, queue_id, body[4 + hlen:], props, format_properties(props), flag, sys_flag, born_ts,
-                  peer_host(conn), reconsume)
     config = ctrl.config
+    props, text = broker_properties(props_text, config.brokerClusterName)
+    # The Message's fields as a row (messagestore.ROW_FIELDS): put_quick stores it without the object.
+    row = (topic, queue_id, sys_flag, peer_host(conn), born_ts, reconsume, 0, body[4 + hlen:], text, props, flag)
     template = _send_ok(config.regionId, "true" if config.traceOn else "false")
-    got = ctrl.store.put_quick(msg) if template is not None else None
+    got = ctrl.store.put_quick(row) if template is not None else None
     if got is None:
-        return _answer(ctrl, opaque, queue_id, ctrl.put_now(msg), start, _V2)
+        return _answer(ctrl, opaque, queue_id, ctrl.put_now(message_of_row(row)), start, _V2)
     msg_id, size, queue_offset = got        # what put_now and _answer do with a stored message: the
     ctrl.drain_soon()                       # dispatch drained once per loop turn, the put counted, SEND_OK
     header = template.fill_plain(opaque, msg_id, queue_id, queue_offset)

@@ -42,7 +42,8 @@
 #define N_SHARED 7               /* a message's fields a run shares, in this order: */
 enum {TOPIC, QUEUE_ID, SYS_FLAG, BORN_HOST, BORN_TIMESTAMP, RECONSUME_TIMES, PREPARED_OFFSET};
 extern PyObject *shared_names[N_SHARED];
-extern PyObject *s_body, *s_text, *s_flag, *s_props, *s_tags, *s_keys, *s_uniq_key, *s_space;
+enum {ROW_BODY = N_SHARED, ROW_TEXT, ROW_PROPS, ROW_FLAG, ROW_SIZE};   /* put_one's row: the shared fields, then these */
+extern PyObject *s_body, *s_text, *s_flag, *s_props, *s_tags, *s_keys, *s_uniq_key, *s_space, *s_wait, *s_cluster;
 
 static inline void put32(unsigned char *p, uint32_t v)
 {
@@ -107,6 +108,7 @@ PyObject *run_units(PyObject *self, PyObject *args);
 PyObject *pending_units(PyObject *self, PyObject *args);
 PyObject *index_put(PyObject *self, PyObject *args);
 PyObject *parse_properties(PyObject *self, PyObject *text);
+PyObject *broker_properties(PyObject *self, PyObject *args);
 PyObject *queue_totals(PyObject *self, PyObject *args);
 PyObject *pull_body(PyObject *self, PyObject *args);
 PyObject *batch_entries(PyObject *self, PyObject *args);

@@ -9,6 +9,7 @@
  *   pending_units  the same for single puts' pending records, grouped by queue
  *   queue_totals `store stats`: per (topic, queue) totals of a chunk of records
  *   parse_properties  a record's properties string as a dict (every put and read decodes them)
+ *   broker_properties  a send's properties as the broker stores them (WAIT=true dropped, CLUSTER set)
  *   index_put    IndexFile.putKey for many keys in order, into a mapped index file
  *   pull_body    a pull's records joined from a consume queue run and a commit log file
  *   batch_entries  a producer's batch body read into its entries, properties merged and parsed
@@ -22,11 +23,12 @@
 static const char *SHARED[] = {"topic", "queue_id", "sys_flag", "born_host", "born_timestamp",
                                "reconsume_times", "prepared_transaction_offset"};
 PyObject *shared_names[N_SHARED];
-PyObject *s_body, *s_text, *s_flag, *s_props, *s_tags, *s_keys, *s_uniq_key, *s_space;
+PyObject *s_body, *s_text, *s_flag, *s_props, *s_tags, *s_keys, *s_uniq_key, *s_space, *s_wait, *s_cluster;
 
 static PyMethodDef methods[] = {
     {"put_one", (PyCFunction)(void (*)(void))put_one, METH_FASTCALL, "One message put into the map: (size, queue offset) or None."},
     {"pending_units", pending_units, METH_VARARGS, "Single puts' consume queue units by queue and their index keys."},
+    {"broker_properties", broker_properties, METH_VARARGS, "A send's properties as the broker stores them: (dict, text)."},
     {"parse_properties", parse_properties, METH_O, "A properties string as a dict (string2messageProperties)."},
     {"queue_totals", queue_totals, METH_VARARGS, "Per (topic, queue) totals of a header table's records."},
     {"run_units", run_units, METH_VARARGS, "A placed run's consume queue units and index keys."},
@@ -50,7 +52,8 @@ PyMODINIT_FUNC PyInit__kernel(void)
     if (!(s_body = PyUnicode_InternFromString("body")) || !(s_text = PyUnicode_InternFromString("properties_text")) ||
         !(s_flag = PyUnicode_InternFromString("flag")) || !(s_props = PyUnicode_InternFromString("properties")) || !(s_tags = PyUnicode_InternFromString("TAGS")) ||
         !(s_keys = PyUnicode_InternFromString("KEYS")) || !(s_uniq_key = PyUnicode_InternFromString("UNIQ_KEY")) ||
-        !(s_space = PyUnicode_InternFromString(" ")))
+        !(s_space = PyUnicode_InternFromString(" ")) || !(s_wait = PyUnicode_InternFromString("WAIT")) ||
+        !(s_cluster = PyUnicode_InternFromString("CLUSTER")))
         return NULL;
     return PyModule_Create(&module);
 }

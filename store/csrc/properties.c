@@ -42,3 +42,48 @@ PyObject *parse_properties(PyObject *self, PyObject *text)
     }
     return props;
 }
+
+/* broker_properties(text, cluster) -> (props, text): what the broker stores for a send's properties
+ * (store/properties.py, the Python reference): parsed as parse_properties does, WAIT dropped when it
+ * says "true", CLUSTER set to `cluster` (in its place when present, else last), and written back in
+ * the dict's order as format_properties writes it. */
+PyObject *broker_properties(PyObject *self, PyObject *args)
+{
+    PyObject *text, *cluster;
+    if (!PyArg_ParseTuple(args, "UU", &text, &cluster))
+        return NULL;
+    PyObject *props = parse_properties(NULL, text), *pieces = NULL, *out = NULL, *sep = NULL, *mark = NULL;
+    if (!props)
+        return NULL;
+    PyObject *wait = PyDict_GetItemWithError(props, s_wait);
+    if (!wait && PyErr_Occurred())
+        goto done;
+    if (wait && PyUnicode_Check(wait) && PyUnicode_CompareWithASCIIString(wait, "true") == 0 &&
+            PyDict_DelItem(props, s_wait) < 0)
+        goto done;
+    if (PyDict_SetItem(props, s_cluster, cluster) < 0)
+        goto done;
+    Py_ssize_t n = PyDict_GET_SIZE(props), i = 0, at = 0;
+    PyObject *k, *v;
+    if (!(pieces = PyList_New(n)) || !(sep = PyUnicode_FromOrdinal(0x02)) || !(mark = PyUnicode_FromOrdinal(0x01)))
+        goto done;
+    while (PyDict_Next(props, &i, &k, &v)) {
+        PyObject *piece = PyUnicode_Concat(k, mark);
+        if (piece)
+            PyUnicode_Append(&piece, v);
+        if (!piece)
+            goto done;
+        PyList_SET_ITEM(pieces, at++, piece);
+    }
+    PyObject *joined = PyUnicode_Join(sep, pieces);
+    if (joined) {
+        out = PyTuple_Pack(2, props, joined);
+        Py_DECREF(joined);
+    }
+done:
+    Py_DECREF(props);
+    Py_XDECREF(pieces);
+    Py_XDECREF(sep);
+    Py_XDECREF(mark);
+    return out;
+}

@@ -3,6 +3,8 @@
 
 /* put_one(msg, buf, pos, room, phys, store_ts, topic_fields, store_host, crc, max_body, table, pending)
  *   -> (size, queue_offset) | None
+ * `msg` is a Message or a row: a tuple of its fields (the shared ones in kernel.h's order, then
+ * body, properties text, properties and flag: the send fast path's, made without a Message).
  * One message written as a V1 record with IPv4 hosts at buf[pos:] (commit log offset phys), the
  * record ending at or before `room`; its queue offset taken from `table` ((topic, queue_id) -> next
  * offset) unless it is a prepared or rolled-back transaction (0, as CommitLog does), and the
@@ -34,12 +36,22 @@ PyObject *put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *field[N_SHARED] = {0}, *body = NULL, *text = NULL, *props = NULL, *result = NULL;
     long long value[N_SHARED] = {0}, flag = 0;
     Py_buffer buf = {0};
+    int row = PyTuple_Check(msg);
+    if (row && PyTuple_GET_SIZE(msg) != ROW_SIZE) {
+        PyErr_SetString(PyExc_TypeError, "put_one: a row has the shared fields, body, text, properties and flag");
+        return NULL;
+    }
     for (int k = 0; k < N_SHARED; k++)
-        if (!(field[k] = PyObject_GetAttr(msg, shared_names[k])))
+        if (!(field[k] = row ? Py_NewRef(PyTuple_GET_ITEM(msg, k)) : PyObject_GetAttr(msg, shared_names[k])))
             goto done;
-    if (!(body = PyObject_GetAttr(msg, s_body)) || !(text = PyObject_GetAttr(msg, s_text)) ||
-            !(props = PyObject_GetAttr(msg, s_props)))
+    if (row) {
+        body = Py_NewRef(PyTuple_GET_ITEM(msg, ROW_BODY));
+        text = Py_NewRef(PyTuple_GET_ITEM(msg, ROW_TEXT));
+        props = Py_NewRef(PyTuple_GET_ITEM(msg, ROW_PROPS));
+    } else if (!(body = PyObject_GetAttr(msg, s_body)) || !(text = PyObject_GetAttr(msg, s_text)) ||
+               !(props = PyObject_GetAttr(msg, s_props))) {
         goto done;
+    }
     PyObject *topic_part = PyDict_GetItemWithError(topic_fields, field[TOPIC]);
     if (!topic_part) {
         if (PyErr_Occurred())
@@ -74,7 +86,7 @@ PyObject *put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (!ok)
             goto not_here;
     }
-    PyObject *flag_obj = PyObject_GetAttr(msg, s_flag);
+    PyObject *flag_obj = row ? Py_NewRef(PyTuple_GET_ITEM(msg, ROW_FLAG)) : PyObject_GetAttr(msg, s_flag);
     if (!flag_obj)
         goto done;
     int ok = java_int(flag_obj, INT32_MIN, INT32_MAX, &flag);

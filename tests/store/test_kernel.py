@@ -199,3 +199,17 @@ def test_parse_properties_is_string2messageProperties(text):
     got = kernel.parse_properties(text)
     assert list(got.items()) == list(properties._parse_strict(text).items())
     assert list(got.items()) == list(properties._parse_python(text).items())
+
+
+@needs_kernel
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(["\x01", "\x02", "WAIT", "true", "false", "CLUSTER", "KEYS", "", "é", "中"]),
+                          st.text(max_size=6)), max_size=20).map("".join),
+       st.sampled_from(["DefaultCluster", "c", "é中"]))
+def test_broker_properties_is_the_send_paths_rule(text, cluster):
+    """WAIT=true dropped, CLUSTER set in its place or last, written back in the dict's order: the C
+    call and the Python rule agree on the dict (and its order) and the text."""
+    got_props, got_text = kernel.broker_properties(text, cluster)
+    want_props, want_text = properties._broker_properties(text, cluster)
+    assert list(got_props.items()) == list(want_props.items()) and got_text == want_text
+    assert got_props["CLUSTER"] == cluster and got_props.get("WAIT") != "true"
