@@ -166,6 +166,7 @@ class AutoSwitchHA:
         self.local: frozenset[int] = frozenset()     # the controller's SyncStateSet
         self.local_epoch = 0
         self.remote: frozenset[int] | None = None    # being proposed
+        self.unsure: frozenset[int] = frozenset()     # members of proposals that got no yes (proposal_failed)
         self.caught_up_ms: dict[int, int] = {}
         self.confirm_offset = store.commitlog_max_offset
         self.server: asyncio.AbstractServer | None = None
@@ -246,8 +247,10 @@ class AutoSwitchHA:
 
     @property
     def sync_state_set(self) -> frozenset[int]:
-        """What acks are counted against: the union while a proposal is pending (controller.md §5.5)."""
-        return self.local | self.remote if self.remote is not None else self.local
+        """What acks are counted against: the union while a proposal is pending or got no yes
+        (controller.md §5.5)."""
+        members = self.local | self.unsure if self.unsure else self.local
+        return members | self.remote if self.remote is not None else members
 
     @property
     def in_sync_replicas(self) -> int:
@@ -255,7 +258,7 @@ class AutoSwitchHA:
 
     def set_sync_state_set(self, members: frozenset[int], epoch: int) -> None:
         """The controller's answer (or what a poll found): proposals end, confirmOffset recomputed."""
-        self.local, self.local_epoch, self.remote = frozenset(members), epoch, None
+        self.local, self.local_epoch, self.remote, self.unsure = frozenset(members), epoch, None, frozenset()
         self._update_confirm()
         self._check_waiters()
 
@@ -267,6 +270,13 @@ class AutoSwitchHA:
         self.propose(members)
 
     def proposal_failed(self) -> None:
+        """The controller said no, or nothing (a timeout, a connection lost): it may have applied the
+        proposal all the same (its answer lost with the connection, as when this broker was paused), so
+        the proposal's members stay counted for acks (`sync_state_set`) until the controller's set is
+        known again (an alter's answer or a poll): Java keeps synchronizing with the union then (its
+        errors are only logged, controller.md §5.5). A later proposal may be made meanwhile."""
+        if self.remote is not None:
+            self.unsure |= self.remote
         self.remote = None
 
     def check_shrink(self, now: int | None = None) -> None:

@@ -67,6 +67,24 @@ def test_a_shrink_counts_the_old_member_until_the_controller_commits_it(tmp_path
     assert ha.replicated(1100) and c.ack_offset == 1000
 
 
+def test_a_proposal_without_an_answer_still_counts_until_the_controller_is_heard(tmp_path):
+    """An expansion whose answer is lost (the controller applied it, then this broker was paused
+    and the request timed out) keeps its member in the ack rule: a later shrink of the lost
+    connection cannot drop it, so a write waits for it (FLUSH_SLAVE_TIMEOUT, not SUCCESS) until
+    the controller's set is known again (controller.md §5.5: errors are only logged)."""
+    ha, proposals = master(tmp_path, allAckInSyncStateSet=True)
+    c = replica(ha, 2, 1000)
+    ha.acked(c, 1000)
+    assert proposals == [frozenset({1, 2})]
+    ha.proposal_failed()                               # timed out: applied or not, nobody knows
+    assert ha.sync_state_set == {1, 2} and ha.remote is None
+    ha.removed(c)                                      # the replica went (it is the new master)
+    ha.store.commitlog_max_offset = 1100
+    assert not ha.replicated(1100)                     # a write on the old master is not acknowledged
+    ha.set_sync_state_set(frozenset({1}), 3)           # the controller's set, polled
+    assert ha.sync_state_set == {1} and ha.replicated(1100)
+
+
 def test_confirm_offset_is_the_smallest_ack_of_the_members_and_limits_dispatch(tmp_path):
     ha, _ = master(tmp_path, allAckInSyncStateSet=True)
     a, b = replica(ha, 2, 700), replica(ha, 3, 900)
