@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import operator
 import struct
 from dataclasses import dataclass, field
 
@@ -182,6 +183,9 @@ class HeaderTemplate:
         for i, slot in enumerate(slots, 1):
             fmt += ["%d" if slot < 0 else '"%s"', parts[i].replace("%", "%%")]
         self._format = "".join(fmt)
+        # fill_plain's arguments (opaque, *values) in the slots' order, picked by one C call
+        self._pick = operator.itemgetter(*[0 if slot < 0 else slot + 1 for slot in slots]) if len(slots) > 1 \
+            else (lambda args: (args[0 if slots[0] < 0 else slots[0] + 1],)) if slots else (lambda args: ())
 
     @classmethod
     def make(cls, cmd: "RemotingCommand", marks: dict[str, str]) -> "HeaderTemplate | None":
@@ -206,7 +210,7 @@ class HeaderTemplate:
     def fill_plain(self, opaque: int, *values) -> bytes:
         """fill() of values JSON writes as they are (ints, hex ids, ASCII letters and digits), in one
         % format: the caller vouches that no value needs an escape."""
-        return (self._format % tuple([opaque if s < 0 else values[s] for s in self.slots])).encode()
+        return (self._format % self._pick((opaque, *values))).encode()
 
     def fill(self, opaque: int, *values: str) -> bytes:
         parts = self.parts

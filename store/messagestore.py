@@ -37,7 +37,7 @@ from .properties import format_properties, parse_properties
 from .pullbody import joined_get
 from .recordrun import prepare_run
 from .replication import Replication
-from .storeconfig import MessageStoreConfig
+from .storeconfig import SLAVE, SYNC_FLUSH, MessageStoreConfig
 
 V6_HOSTS = BORN_V6 | STORE_V6
 PREWRITE_AHEAD = 32 << 20  # commit log bytes kept in the page cache ahead of the write position
@@ -347,16 +347,19 @@ class MessageStore(Dispatch, Replication):
                                                                                 # it from the flusher 5 s
         return self._put_done(phys, size, queue_offset, store_ts, waits, wait_flush)
 
-    def _put_kernel(self, msg: Message, waits: bool):
-        """The store kernel's put of one message: (commit log offset, size, queue offset, store time),
-        or None with nothing written (the Python path refuses it, rolls the file or waits)."""
+    def _put_kernel(self, msg, waits: bool):
+        """The store kernel's put of one message (a Message or its row, ROW_FIELDS): (commit log
+        offset, size, queue offset, store time), or None with nothing written (the Python path
+        refuses it, rolls the file or waits)."""
         with self.put_lock:
-            store_ts = time.time_ns() // 1_000_000
-            f = self.commitlog.last_for_append()
+            files = self.commitlog.files
+            f = files[-1] if files and files[-1].write_pos < files[-1].size else self.commitlog.last_for_append()
             pos = f.write_pos
             phys = f.start + pos
-            got = kernel.put_one(msg, f.mm, pos, min(f.size - END_FILE_MIN_BLANK_LENGTH, f.warm_lo), phys,
-                                 store_ts, self._topic_fields, self._host_row, crc32, self.cfg.maxMessageSize,
+            store_ts = time.time_ns() // 1_000_000
+            room = f.size - END_FILE_MIN_BLANK_LENGTH
+            got = kernel.put_one(msg, f.mm, pos, room if room < f.warm_lo else f.warm_lo, phys, store_ts,
+                                 self._topic_fields, self._host_row, crc32, self.cfg.maxMessageSize,
                                  self.topic_queue_table, self._pending)
             if got is None:
                 return None
@@ -371,8 +374,9 @@ class MessageStore(Dispatch, Replication):
         store kernel writes it: (message id, size, queue offset), without a PutResult; else None,
         with nothing written (`put` then does it). `msg` is a Message or its row (ROW_FIELDS, a
         tuple: no Message made)."""
-        if kernel is None or not self._host_row or self.cfg.sync_flush \
-                or not self.running or self.cfg.is_slave or self.store_host is not self._id_host:
+        cfg = self.cfg
+        if kernel is None or not self._host_row or cfg.flushDiskType == SYNC_FLUSH or cfg.brokerRole == SLAVE \
+                or not self.running or self.store_host is not self._id_host:
             return None
         got = self._put_kernel(msg, False)
         if got is None:
