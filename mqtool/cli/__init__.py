@@ -13,7 +13,7 @@ import sys
 import typer
 
 from mqtool import __version__
-from mqtool.cli.errors import fail, quiet_broken_pipe
+from mqtool.cli.errors import fail, quiet_broken_pipe, usage_line
 
 HELP = "Apache RocketMQ 4.x in Python: store toolkit, name server, broker and clients."
 # name -> (module, attribute, help panel, help text); loading any of them also loads `ops`, which hangs
@@ -118,6 +118,11 @@ def _chosen(args: list[str]) -> str | None:
 
 
 def main() -> None:
+    try:
+        import typer.rich_utils             # typer draws a usage error as a panel there: one line instead
+        typer.rich_utils.rich_format_error = usage_line
+    except (ImportError, AttributeError):    # (without rich typer prints click's plain lines)
+        pass
     try:
         if os.environ.get("_MQTOOL_COMPLETE"):
             app = build()

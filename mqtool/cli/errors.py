@@ -93,6 +93,16 @@ def fail(exc: BaseException) -> int:
     return code
 
 
+def usage_line(exc) -> None:
+    """A bad option value, an unknown option, a missing argument (click's UsageError and the like,
+    which typer draws as a boxed panel with the usage above it): one line naming the command,
+    the problem and where the help is. Typer exits with the error's code (2) after it."""
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else "mqtool"
+    message = " ".join(exc.format_message().split())
+    err_console.print(f"{where}: error: {message} (see: {where} -h)", markup=False)
+
+
 def quiet_broken_pipe() -> None:
     """Output piped into `head` closed early: exit quietly as other Unix tools do."""
     try:
