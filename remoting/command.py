@@ -25,6 +25,10 @@ try:                                       # see _plain_header
     from orjson import JSONDecodeError as _FastError, loads as _fast_loads
 except ImportError:
     _fast_loads = None
+try:                                       # HeaderTemplate.frame_plain in one C pass (csrc/fill.c)
+    from mqtool_remoting._header import fill_frame as _fill_frame
+except ImportError:
+    _fill_frame = None
 
 _INT = struct.Struct(">i")
 _TWO_INTS = struct.Struct(">iI")
@@ -186,6 +190,7 @@ class HeaderTemplate:
         # fill_plain's arguments (opaque, *values) in the slots' order, picked by one C call
         self._pick = operator.itemgetter(*[0 if slot < 0 else slot + 1 for slot in slots]) if len(slots) > 1 \
             else (lambda args: (args[0 if slots[0] < 0 else slots[0] + 1],)) if slots else (lambda args: ())
+        self.byte_parts = tuple(p.encode("utf-8") for p in parts)     # frame_plain's, for the C filler
 
     @classmethod
     def make(cls, cmd: "RemotingCommand", marks: dict[str, str]) -> "HeaderTemplate | None":
@@ -211,6 +216,15 @@ class HeaderTemplate:
         """fill() of values JSON writes as they are (ints, hex ids, ASCII letters and digits), in one
         % format: the caller vouches that no value needs an escape."""
         return (self._format % self._pick((opaque, *values))).encode()
+
+    def frame_plain(self, opaque: int, *values) -> bytes:
+        """fill_plain's header as a whole frame without a body: its length and header-length ints first."""
+        if _fill_frame is not None:
+            got = _fill_frame(self.byte_parts, self.slots, opaque, *values)
+            if got is not None:
+                return got
+        header = self.fill_plain(opaque, *values)
+        return _TWO_INTS.pack(4 + len(header), len(header)) + header
 
     def fill(self, opaque: int, *values: str) -> bytes:
         parts = self.parts

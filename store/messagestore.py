@@ -150,6 +150,20 @@ class GetResult:
     suggest_slave: bool = False     # the reader is far behind the head: a slave should serve it
 
 
+_TIME = time
+
+
+def _store_ms() -> int:
+    """The store time of a put now (ms), through this module's `time` (which tests may replace)."""
+    return time.time_ns() // 1_000_000
+
+
+def _kernel_clock():
+    """The kernel's put_quick clock: None (its own real-time clock, the same as time.time_ns) unless
+    this module's `time` was replaced."""
+    return None if time is _TIME else _store_ms
+
+
 class MessageStore(Dispatch, Replication):
     """Dispatch (consume queues and index) is in dispatch.py, a slave's appends in replication.py."""
 
@@ -196,6 +210,9 @@ class MessageStore(Dispatch, Replication):
         self._host_row = b""                  # the store host as put_one writes it (IPv4 only)
         self._topic_fields: dict[str, bytes] = {}
         self._tags_codes: dict[str, int] = {}
+        # put_quick's containers (never replaced, only changed in place), handed to the kernel in one tuple
+        self._quick = (self.put_lock, self.commitlog.files, self._topic_fields, crc32, self.topic_queue_table,
+                       self.append_listeners)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -378,13 +395,36 @@ class MessageStore(Dispatch, Replication):
         if kernel is None or not self._host_row or cfg.flushDiskType == SYNC_FLUSH or cfg.brokerRole == SLAVE \
                 or not self.running or self.store_host is not self._id_host:
             return None
-        got = self._put_kernel(msg, False)
+        # _put_kernel, the listeners and the id in one C call (csrc/quick.c)
+        got = kernel.put_quick(self._quick, self._pending, msg, self._host_row, self._id_prefix, cfg.maxMessageSize,
+                               DISPATCH_BATCH, END_FILE_MIN_BLANK_LENGTH, _kernel_clock())
         if got is None:
             return None
-        phys, size, queue_offset, _ = got
-        for listener in self.append_listeners:
-            listener(phys + size)
-        return f"{self._id_prefix}{phys:016X}", size, queue_offset
+        msg_id, size, queue_offset, dispatch = got
+        if dispatch:
+            self._quick_queued(dispatch)
+        return msg_id, size, queue_offset
+
+    def quick_put_args(self) -> tuple | None:
+        """What a compiled caller needs to make put_quick's kernel call itself, where put_quick
+        would make it now (else None): (kernel.put_quick, the store's containers, store host
+        row, id prefix, max body, dispatch batch, min blank, clock, what to call with a nonzero
+        `dispatch` it answers). Good until the store's config or host changes."""
+        cfg = self.cfg
+        if kernel is None or not self._host_row or cfg.flushDiskType == SYNC_FLUSH or cfg.brokerRole == SLAVE \
+                or not self.running or self.store_host is not self._id_host:
+            return None
+        return (kernel.put_quick, self._quick, self._host_row, self._id_prefix, cfg.maxMessageSize, DISPATCH_BATCH,
+                END_FILE_MIN_BLANK_LENGTH, _kernel_clock(), self._quick_queued)
+
+    def _quick_queued(self, dispatch: int) -> None:
+        """As _queued does, once a quick put's record is queued (1: a batch of pending records to
+        dispatch, 2: the first one since the last dispatch)."""
+        if dispatch == 1:
+            with self.put_lock:
+                self._dispatch_pending()
+        elif self.wake_dispatcher:
+            self._dispatch_wake.set()
 
     def _queued(self, waits: bool) -> None:
         """After a single put joined `_pending` (the put lock is held): dispatch or wake the thread."""

@@ -18,6 +18,7 @@ make (recordrun.batch_columns), without an entry tuple or a Message per message.
 """
 from __future__ import annotations
 
+import functools
 import struct
 from random import random as _random
 import time
@@ -40,9 +41,14 @@ except ImportError:                      # without orjson the general path takes
     _loads = None
 JSON_HEADERS = _loads is not None        # the fast paths read JSON headers with orjson
 try:                                     # the header's fields in one C pass (remoting/csrc/header.c)
-    from mqtool_remoting._header import send_batch_fields as _c_batch_fields, send_v2_fields as _c_fields
+    from mqtool_remoting._header import fill_frame as _c_fill, send_batch_fields as _c_batch_fields, \
+        send_v2_fields as _c_fields
 except ImportError:
-    _c_fields = _c_batch_fields = None
+    _c_fields = _c_batch_fields = _c_fill = None
+try:                                     # a read's sends in one C loop (csrc/sendrun.c)
+    from mqtool.broker._sendrun import send_run as _send_run
+except ImportError:
+    _send_run = None
 
 _INT = struct.Struct(">i")
 _FRAME_HEAD = struct.Struct(">ii")
@@ -178,12 +184,63 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
     template = _send_ok(config.regionId, "true" if config.traceOn else "false")
     got = ctrl.store.put_quick(row) if template is not None else None
     if got is None:
-        return _answer(ctrl, opaque, queue_id, ctrl.put_now(message_of_row(row)), start, _V2)
+        return _slow_put(ctrl, opaque, queue_id, row, start)
     msg_id, size, queue_offset = got        # what put_now and _answer do with a stored message: the
     ctrl.drain_soon()                       # dispatch drained once per loop turn, the put counted, SEND_OK
-    header = template.fill_plain(opaque, msg_id, queue_id, queue_offset)
     ctrl.stats.put_one(topic, size, int((time.monotonic() - start) * 1000))
-    return _FRAME_HEAD.pack(4 + len(header), len(header)) + header
+    return template.frame_plain(opaque, msg_id, queue_id, queue_offset)
+
+
+class FastRequests:
+    """A server's fast path (remoting.transport.FastPath): `single(ctrl, conn, body)` per frame, and
+    `runner(conn)` for a read's frames at once: the sends fast_send takes the usual way, answered
+    by one C loop (csrc/sendrun.c: send_run) with the same rules and calls, counted once per run."""
+
+    def __init__(self, ctrl, single):
+        self.ctrl, self.single = ctrl, single
+
+    def __call__(self, conn, body: bytes) -> bytes | None:
+        return self.single(self.ctrl, conn, body)
+
+    def runner(self, conn):
+        """A callable(bodies, i, j, answers) -> (taken, error) for the frames of one read, made
+        from the broker's state now (the caller makes another after anything else ran), or None
+        where send_run does not apply."""
+        ctx = run_context(self.ctrl, conn)
+        if ctx is None:
+            return None
+        ctrl = self.ctrl
+
+        def run(bodies: list[bytes], i: int, j: int, answers: list[bytes]):
+            taken, tally, zeros, slow, error = _send_run(bodies, i, j, ctx, answers)
+            if taken:
+                ctrl.drain_soon()
+                ctrl.stats.put_run(tally, zeros, slow)
+            return taken, error
+        return run
+
+
+def run_context(ctrl, conn) -> tuple | None:
+    """send_run's ctx (csrc/sendrun.c's order): what fast_send reads per frame that holds for a
+    whole read, or None where fast_send itself is to decide each frame."""
+    if _send_run is None or _c_fields is None or _c_fill is None or _loads is None or not can_take_sends(ctrl):
+        return None
+    config, store = ctrl.config, ctrl.store
+    template = _send_ok(config.regionId, "true" if config.traceOn else "false")
+    quick = store.quick_put_args()
+    if template is None or quick is None:
+        return None
+    put, state, host_row, id_prefix, max_body, dispatch_batch, min_blank, clock, on_dispatch = quick
+    return (_c_fields, broker_properties, put, _c_fill, template.frame_plain, store, state, host_row, id_prefix,
+            max_body, dispatch_batch, min_blank, clock, on_dispatch, ctrl.topics.table, _NAMES_OK, NOT_ALLOWED_SEND_TOPICS,
+            bool(config.brokerPermission & PERM_WRITE), config.brokerClusterName, peer_host(conn),
+            template.byte_parts, template.slots, _SEND_V2, RETRY_GROUP_TOPIC_PREFIX, _random,
+            functools.partial(_slow_put, ctrl))
+
+
+def _slow_put(ctrl, opaque: int, queue_id: int, row: tuple, start: float) -> bytes:
+    """fast_send's answer where the store kernel did not put the row: the general put of it."""
+    return _answer(ctrl, opaque, queue_id, ctrl.put_now(message_of_row(row)), start, _V2)
 
 
 def fast_send_batch(ctrl, conn, body: bytes) -> bytes | None:
@@ -257,10 +314,10 @@ def _answer(ctrl, opaque: int, queue_id: int, result, start: float, code: int) -
         template = _send_ok(config.regionId, "true" if config.traceOn else "false")
         if template is not None:
             ids = result.msg_ids
-            header = template.fill_plain(opaque, ids[0] if len(ids) == 1 else ",".join(ids), queue_id,
+            frame = template.frame_plain(opaque, ids[0] if len(ids) == 1 else ",".join(ids), queue_id,
                                          result.queue_offset)
             ctrl.stats.put_time(int((time.monotonic() - start) * 1000))
-            return _FRAME_HEAD.pack(4 + len(header), len(header)) + header
+            return frame
     cmd = RemotingCommand(code, opaque, 0)
     resp = _put_response(cmd, ctrl, result, queue_id)
     if resp.code in SENT_CODES:

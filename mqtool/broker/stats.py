@@ -164,6 +164,30 @@ class BrokerStats:
         else:
             self.put_time(elapsed_ms)
 
+    def put_run(self, tally: dict[str, list[int]], zeros: int, slow: list[int]) -> None:
+        """put_one for each of a run of puts: tally {topic: [messages, bytes]}, how many took 0 ms,
+        the others' times (the send fast path's run over one read, counted once it ends)."""
+        t = self.totals
+        minute = self._minute()
+        for topic, (msgs, nbytes) in tally.items():
+            t.put_msgs += msgs
+            t.put_bytes += nbytes
+            per_topic = self.topic_totals[topic]
+            per_topic[0] += msgs
+            per_topic[1] += nbytes
+            counters = self._put_counters.get(topic)
+            if counters is None:
+                counters = self._put_counters[topic] = (self.keys[(TOPIC_PUT_NUMS, topic)],
+                                                        self.keys[(TOPIC_PUT_SIZE, topic)],
+                                                        self.keys[(BROKER_PUT_NUMS, self.cluster)])
+            counters[0].add(msgs, minute, msgs)
+            counters[1].add(nbytes, minute, msgs)
+            counters[2].add(msgs, minute, 0)    # incBrokerPutNums adds no call
+        self.distribute[0] += zeros
+        self.latency[_LATENCY_AT_0] += zeros
+        for elapsed_ms in slow:
+            self.put_time(elapsed_ms)
+
     def put_time(self, elapsed_ms: int) -> None:
         """setPutMessageEntireTimeMax + incPutMessageEntireTime: one put's entire time."""
         if elapsed_ms == 0:                # nearly every put: the first bucket of each

@@ -4,6 +4,7 @@
  *   send_v2_fields(body) -> (opaque, header length, topic, properties, queue id, sys flag, flag,
  *                            born timestamp, reconsume times) | None
  *   send_batch_fields(body) -> the same of a SEND_BATCH_MESSAGE frame (code 320, "m" any string)
+ *   fill_frame(parts, slots, opaque, *values) -> an answer frame from a header template (fill.c)
  *
  * `body` is a frame without its length field: the header-length int, the header, the message body.
  * It answers only where it is sure to read what fastsend's Python reader (orjson and its checks)
@@ -396,9 +397,12 @@ static PyObject *send_batch_fields(PyObject *self, PyObject *arg)
     return send_fields(arg, SEND_BATCH);
 }
 
+PyObject *fill_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
 static PyMethodDef methods[] = {
     {"send_v2_fields", send_v2_fields, METH_O, "A SEND_MESSAGE_V2 frame's header fields, or None."},
     {"send_batch_fields", send_batch_fields, METH_O, "A SEND_BATCH_MESSAGE frame's header fields, or None."},
+    {"fill_frame", (PyCFunction)(void (*)(void))fill_frame, METH_FASTCALL, "An answer frame from a header template, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -101,6 +101,8 @@ static inline uint32_t java_hash(uint32_t h, PyObject *s)
 }
 
 PyObject *put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *put_quick(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+int quick_init(void);
 PyObject *run_prepare(PyObject *self, PyObject *args);
 PyObject *run_write(PyObject *self, PyObject *args);
 PyObject *msg_ids(PyObject *self, PyObject *args);
