@@ -24,8 +24,9 @@ Handler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | 
 # for "not mine" (the frame is then decoded and goes to the handler). It must answer exactly what the
 # handler would, and leave alone any frame it does not fully understand.
 FastPath = Callable[["Connection", bytes], bytes | None]
-# A fast path may also have `runner(conn)`: a callable(bodies, i, j, answers) -> (taken, error) that
-# answers bodies[i:j] from the first on, as many as it takes (their answers appended), and stops at
+# A fast path may also have `runner(conn)`: a callable(bodies, i, j, answers) -> (taken, error), with
+# `head` (bytes every frame it may take starts with after the header-length int), that
+# answers bodies[i:j] from the first on, as many as it takes (one answer appended for each), and stops at
 # the first it does not take (the per-frame call decides that one), or None for this read. `error`:
 # what the frame after the taken ones raised (it is answered SYSTEM_ERROR), else None.
 READ_CHUNK = 256 * 1024
@@ -113,13 +114,17 @@ class Connection:
         frames in one call, up to FLUSH_FRAMES answers at a time."""
         fast = self.fast
         make_runner = getattr(fast, "runner", None)
-        run = make_runner(self) if make_runner is not None and len(bodies) > 1 else None
+        run = self._runner(make_runner) if make_runner is not None and len(bodies) > 1 else None
         i, n = 0, len(bodies)
         while i < n:
-            if run is not None:
+            if run is not None and bodies[i].startswith(run.head, 4):
                 answers: list[bytes] = []
                 j = min(n, i + max(1, FLUSH_FRAMES - len(self._out)))
-                taken, error = run(bodies, i, j, answers)
+                try:
+                    taken, error = run(bodies, i, j, answers)
+                except Exception:  # noqa: BLE001 - a bug around the runner: what it answered goes, then frame by frame
+                    log.exception("the fast path's runner failed on a read from %s", self.peer)
+                    taken, error, run, make_runner = len(answers), None, None, None
                 self._queue_answers(answers)
                 i += taken
                 if error is not None:
@@ -138,9 +143,19 @@ class Connection:
             if answer is None:
                 self._dispatch(decode_frame_body(body))     # (its answer may flush self._out)
                 if make_runner is not None:                  # what it changed holds for the frames after it
-                    run = make_runner(self)
-            else:
-                self._queue_answers((answer,))
+                    run = self._runner(make_runner)
+            elif not self.closed.is_set():
+                out = self._out
+                out.append(answer)
+                if len(out) >= FLUSH_FRAMES:
+                    self._flush()
+
+    def _runner(self, make_runner):
+        try:
+            return make_runner(self)
+        except Exception:  # noqa: BLE001 - a bug there: frame by frame
+            log.exception("the fast path's runner could not be made for %s", self.peer)
+            return None
 
     def _queue_answers(self, answers) -> None:
         if answers and not self.closed.is_set():

@@ -173,10 +173,10 @@ class BrokerController:
         self.schedule = ScheduleService(self, cfg_dir)
         self.tx_checker = transaction.TransactionChecker(self)
         self.locks: dict[str, dict] = {}
-        sends = fastsend.FastRequests(self, fastsend.fast_send)      # the send hot path, before any decoding
+        sends = fastsend.FastRequests(fastsend.fast_send, self)      # the send hot path, before any decoding
         self.server = Server(self.handle, on_close=self._channel_closed,      # ... and the pull's (main port only)
                              idle_timeout_s=config.serverChannelMaxIdleTimeSeconds,
-                             fast=fastsend.FastRequests(self, fastpull.fast_request))
+                             fast=fastsend.FastRequests(fastpull.fast_request, self))
         self.fast_server = Server(self.handle_fast, on_close=self._channel_closed,
                                   idle_timeout_s=config.serverChannelMaxIdleTimeSeconds, fast=sends)
         self.namesrv_client = RemotingClient()

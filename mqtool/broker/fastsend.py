@@ -191,25 +191,20 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
     return template.frame_plain(opaque, msg_id, queue_id, queue_offset)
 
 
-class FastRequests:
-    """A server's fast path (remoting.transport.FastPath): `single(ctrl, conn, body)` per frame, and
-    `runner(conn)` for a read's frames at once: the sends fast_send takes the usual way, answered
-    by one C loop (csrc/sendrun.c: send_run) with the same rules and calls, counted once per run."""
-
-    def __init__(self, ctrl, single):
-        self.ctrl, self.single = ctrl, single
-
-    def __call__(self, conn, body: bytes) -> bytes | None:
-        return self.single(self.ctrl, conn, body)
+class FastRequests(functools.partial):
+    """A server's fast path (remoting.transport.FastPath): FastRequests(single, ctrl) calls
+    `single(ctrl, conn, body)` per frame (at partial's C speed), and `runner(conn)` serves a read's
+    frames at once: the sends fast_send takes the usual way, answered by one C loop
+    (csrc/sendrun.c: send_run) with the same rules and calls, counted once per run."""
 
     def runner(self, conn):
         """A callable(bodies, i, j, answers) -> (taken, error) for the frames of one read, made
         from the broker's state now (the caller makes another after anything else ran), or None
         where send_run does not apply."""
-        ctx = run_context(self.ctrl, conn)
+        ctrl = self.args[0]
+        ctx = run_context(ctrl, conn)
         if ctx is None:
             return None
-        ctrl = self.ctrl
 
         def run(bodies: list[bytes], i: int, j: int, answers: list[bytes]):
             taken, tally, zeros, slow, error = _send_run(bodies, i, j, ctx, answers)
@@ -217,6 +212,7 @@ class FastRequests:
                 ctrl.drain_soon()
                 ctrl.stats.put_run(tally, zeros, slow)
             return taken, error
+        run.head = _SEND_V2           # it takes only frames whose header starts so (the transport looks)
         return run
 
 

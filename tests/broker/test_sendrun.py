@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mqtool.broker import fastsend
-from mqtool_remoting.codes import RequestCode
+from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import decode_frame_body
 from mqtool_remoting.transport import Connection
 from tests.broker.test_fastsend import (FakeConn, _requests, controller, fixed_clock, frame_of, put_counts,  # noqa: F401
@@ -193,3 +193,33 @@ def test_generated_reads_write_and_answer_the_same_bytes(pair, requests, per_rea
                           r["batch"], **r["extra"]), r["body"], oneway=r["oneway"], language=r["language"])
               for r in requests]
     run_reads(fast, general, loop, frames, per_read)
+
+
+def test_a_frame_that_raises_is_answered_system_error_and_the_read_goes_on(pair, monkeypatch):
+    """A bug on one frame (here broker_properties raising on it): that frame is answered
+    SYSTEM_ERROR as the per-frame path answers it, the frames before and after it are stored and
+    answered, and the puts are counted."""
+    fast, _general, loop = pair
+    real = fastsend.broker_properties
+
+    def props(text, cluster):
+        if "BOOM" in text:
+            raise RuntimeError("boom")
+        return real(text, cluster)
+    monkeypatch.setattr(fastsend, "broker_properties", props)
+    frames = sends(1) + sends(20) + [frame_of(RequestCode.SEND_MESSAGE_V2, v2(props="BOOM\x01x"), b"bad")] + sends(20)
+
+    async def through_transport() -> bytes:
+        reader, writer = asyncio.StreamReader(), Writer()
+        conn = Connection(reader, writer, fast.server.handler, None, fast.server.fast)
+        for chunk in (frames[:1], frames[1:]):
+            reader.feed_data(b"".join(chunk))
+            while len(reader._buffer):
+                await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        await conn.close()
+        return bytes(writer.data)
+    got = answers_by_opaque(loop.run_until_complete(through_transport()))
+    codes = [decode_frame_body(got[decode_frame_body(f[4:]).opaque][4:]).code for f in frames]
+    assert codes == [0] * 21 + [ResponseCode.SYSTEM_ERROR] + [0] * 20
+    assert fast.stats.totals.put_msgs == 41
