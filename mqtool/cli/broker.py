@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from mqtool.cli.errors import StartError, UsageError, err_console
-from mqtool.cli.serve import parse_listen, run_until_signal, setup_logging
+from mqtool.cli.serve import parse_listen, run_until_signal, setup_logging, taken_port
 
 app = typer.Typer(help="Run a RocketMQ broker.", no_args_is_help=True)
 log = logging.getLogger("mqtool.broker")
@@ -80,6 +80,18 @@ def start(
         from mqtool.namesrv.server import NameServer
         ns_host, ns_port = parse_listen(embedded_namesrv or "0.0.0.0:9876")
         embedded = (NameServer(Path(cfg.storePathRootDir).expanduser() / "namesrv" / "kvConfig.json"), ns_host, ns_port)
+    # A port taken by another process: said before the name server, the store or a port is started.
+    # (Named as the controller's own errors name them, which stay for a port taken meanwhile.)
+    sc, fast = controller.store_config, cfg.fast_port if cfg.listenPort else 0
+    ha = sc.haListenPort if cfg.listenPort and not controller.is_slave else 0
+    taken = taken_port(host, [
+        (cfg.listenPort, f"{host}:{cfg.listenPort}"),
+        (fast, f"the fast port {fast} ({'fastListenPort' if cfg.fastListenPort else 'listenPort - 2'})"),
+        (ha, f"the HA port {ha} (listenPort + 1)"), (cfg.metricsPort, f"metricsPort {cfg.metricsPort}")])
+    if taken is None and embedded:
+        taken = taken_port(embedded[1], [(embedded[2], f"the embedded name server's port {embedded[1]}:{embedded[2]}")])
+    if taken:
+        raise StartError(f"broker could not start: {taken}")
 
     async def begin():
         if embedded:

@@ -212,6 +212,21 @@ def test_a_taken_ha_port_exits_as_a_taken_main_port(tmp_path):
     assert len(errors) == 1 and f"HA port {port + 1} (listenPort + 1)" in errors[0], ha.stderr
 
 
+def test_a_taken_port_starts_nothing(tmp_path):
+    """The ports are looked at before anything starts: a taken main port leaves no embedded name
+    server started (no line of it) and no store made, one error line, exit 1."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run_cli("broker", "start", "--listen", f"127.0.0.1:{port}", "--store-dir", tmp_path / "store",
+                       "--embedded-namesrv", f"127.0.0.1:{free_port()}")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"mqtool: error: broker could not start: cannot listen on 127.0.0.1:{port}: address already in use"]
+    assert "name server" not in proc.stdout + proc.stderr and not (tmp_path / "store").exists()
+
+
 def test_fast_listen_port_moves_it_and_the_start_line_names_it(tmp_path, caplog):
     caplog.set_level("INFO", logger="mqtool.broker")
 
