@@ -103,8 +103,9 @@ class RemotingCommandError(RemotingError):
         self.code = code
         self.remark = remark or ""
         line = one_line_remark(self.remark)
-        detail = f": {line}" if line else ""
-        super().__init__(f"{what + ': ' if what else ''}{code_name(ResponseCode, code)} ({code}){detail}")
+        # the answer alone (for a caller whose line already says what was asked of whom)
+        self.answer = f"{code_name(ResponseCode, code)} ({code}){': ' + line if line else ''}"
+        super().__init__(f"{what + ': ' if what else ''}{self.answer}")
 
 
 def _reason(exc: OSError) -> str:

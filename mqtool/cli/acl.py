@@ -24,7 +24,7 @@ def _each(namesrv: str, broker: str | None, cluster: str | None, slaves: bool, c
 
     from mqtool.client import acl
     from mqtool.client.admin import Admin
-    from mqtool_remoting.errors import RemotingError, RemotingTimeout
+    from mqtool_remoting.errors import RemotingCommandError, RemotingError, RemotingTimeout
 
     async def go():
         admin = Admin(namesrv)
@@ -36,6 +36,8 @@ def _each(namesrv: str, broker: str | None, cluster: str | None, slaves: bool, c
                 except RemotingTimeout:
                     rows.append({"broker": addr, "ok": False, "error": "no answer (a 4.9.8 broker without "
                                  "aclEnable=true never answers ACL requests)"})
+                except RemotingCommandError as exc:     # the row names the account and the broker already
+                    rows.append({"broker": addr, "ok": False, "error": exc.answer})
                 except RemotingError as exc:
                     rows.append({"broker": addr, "ok": False, "error": str(exc)})
         finally:

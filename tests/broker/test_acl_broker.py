@@ -282,6 +282,9 @@ def test_cli_manages_accounts_and_whitelist(acl):
     # a short key: 209 with Java's text
     r = mqtool("updateAclConfig", "-n", ns, "-b", addr, "-a", "short", "-s", "1234567", *admin_opts)
     assert r.returncode == 1 and "The accessKey=short and secretKey=1234567 cannot be null" in r.stdout + r.stderr
+    failed = [ln for ln in r.stdout.splitlines() if "FAILED" in ln]      # the row says account and broker once
+    assert len(failed) == 1 and failed[0].startswith(f"account short on {addr}: FAILED: ") \
+        and failed[0].count(addr) == 1, r.stdout
     # versions: the default file's counter went up
     r = mqtool("acl", "list", "-n", ns, "-c", "AclCluster", "--json", *admin_opts)
     assert r.returncode == 0, r.stderr
