@@ -225,9 +225,9 @@ static int one(PyObject *body, PyObject *ctx, PyObject *answers, PyObject **topi
     }
     *elapsed_ms = (now_s() - start) * 1000;
     *size_out = PyLong_AsLongLong(PyTuple_GET_ITEM(put, 1));
-    *topic_out = Py_NewRef(topic);
     if (PyList_Append(answers, frame) < 0)
         goto fail;
+    *topic_out = Py_NewRef(topic);
     rc = 1;
     goto out;
 fail:
