@@ -392,8 +392,7 @@ class MessageStore(Dispatch, Replication):
         with nothing written (`put` then does it). `msg` is a Message or its row (ROW_FIELDS, a
         tuple: no Message made)."""
         cfg = self.cfg
-        if kernel is None or not self._host_row or cfg.flushDiskType == SYNC_FLUSH or cfg.brokerRole == SLAVE \
-                or not self.running or self.store_host is not self._id_host:
+        if not self._quick_ok(cfg):
             return None
         # _put_kernel, the listeners and the id in one C call (csrc/quick.c)
         got = kernel.put_quick(self._quick, self._pending, msg, self._host_row, self._id_prefix, cfg.maxMessageSize,
@@ -405,14 +404,18 @@ class MessageStore(Dispatch, Replication):
             self._quick_queued(dispatch)
         return msg_id, size, queue_offset
 
+    def _quick_ok(self, cfg) -> bool:
+        """Whether the kernel's put_quick may put now: built, IPv4 host known, no put waits, a master."""
+        return kernel is not None and bool(self._host_row) and cfg.flushDiskType != SYNC_FLUSH \
+            and cfg.brokerRole != SLAVE and self.running and self.store_host is self._id_host
+
     def quick_put_args(self) -> tuple | None:
         """What a compiled caller needs to make put_quick's kernel call itself, where put_quick
         would make it now (else None): (kernel.put_quick, the store's containers, store host
         row, id prefix, max body, dispatch batch, min blank, clock, what to call with a nonzero
         `dispatch` it answers). Good until the store's config or host changes."""
         cfg = self.cfg
-        if kernel is None or not self._host_row or cfg.flushDiskType == SYNC_FLUSH or cfg.brokerRole == SLAVE \
-                or not self.running or self.store_host is not self._id_host:
+        if not self._quick_ok(cfg):
             return None
         return (kernel.put_quick, self._quick, self._host_row, self._id_prefix, cfg.maxMessageSize, DISPATCH_BATCH,
                 END_FILE_MIN_BLANK_LENGTH, _kernel_clock(), self._quick_queued)

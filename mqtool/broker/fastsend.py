@@ -51,7 +51,6 @@ except ImportError:
     _send_run = None
 
 _INT = struct.Struct(">i")
-_FRAME_HEAD = struct.Struct(">ii")
 # fastjson writes bean properties in alphabetical order: "code" leads every header Java, mqtool and
 # the C++ client write; a header that starts otherwise simply takes the general path.
 _SEND_V2 = b'{"code":%d,' % RequestCode.SEND_MESSAGE_V2
