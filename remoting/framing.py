@@ -56,21 +56,29 @@ class FrameDecoder:
         the decoder refuses further input."""
         if self._error is not None:
             raise FrameError(f"decoder already failed: {self._error}")
-        self._buf += data
+        buf = self._buf
+        if buf:
+            buf += data
+            src = buf
+        else:                  # nothing held: frames are cut straight from `data`, the rest kept
+            src = data
         out: list[bytes] = []
-        buf, pos, end = self._buf, 0, len(self._buf)
+        pos, end = 0, len(src)
         unpack = _LEN.unpack_from
-        while end - pos >= 4:
-            length = unpack(buf, pos)[0]
-            if length < 4 or length > self.max_frame:
-                self._error = FrameError(f"frame length {length} outside 4..{self.max_frame}", out)
-                self._buf = bytearray()
-                raise self._error
-            if end - pos - 4 < length:
-                break
-            out.append(bytes(buf[pos + 4:pos + 4 + length]))
-            pos += 4 + length
-        if pos:
+        with memoryview(src) as view:      # one copy a frame (a bytearray slice would be two)
+            while end - pos >= 4:
+                length = unpack(src, pos)[0]
+                if length < 4 or length > self.max_frame:
+                    self._error = FrameError(f"frame length {length} outside 4..{self.max_frame}", out)
+                    self._buf = bytearray()
+                    raise self._error
+                if end - pos - 4 < length:
+                    break
+                out.append(view[pos + 4:pos + 4 + length].tobytes())
+                pos += 4 + length
+            if src is data and pos < end:
+                buf += view[pos:]
+        if src is buf and pos:
             del buf[:pos]
         return out
 

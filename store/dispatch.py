@@ -25,7 +25,7 @@ NOT_DISPATCHED = (TransactionType.TRANSACTION_PREPARED_TYPE, TransactionType.TRA
 ROLLBACK = TransactionType.TRANSACTION_ROLLBACK_TYPE
 
 
-RUN_ITEM = 9     # a pending run: the record tuple's 8 fields (props a list, size the total) and the sizes
+RUN_ITEM = 9     # a pending run: the record tuple's 8 fields (props a list or a FrameRun, size the total) and the sizes
 KERNEL_MIN = 8   # pending records from which the kernel dispatches them (fewer: as fast or faster in Python)
 
 
@@ -207,9 +207,10 @@ class Dispatch:
     def _gather_run(self, item, runs: dict, keys: list, key_phys: list, key_ts: list) -> None:
         """A run's units as one array (queued after what its queue already has) and its index keys."""
         topic, queue_id, props, phys, _, queue_offset, store_ts, _, sizes = item
-        if kernel is not None:        # the same units and keys, in one C pass
+        if kernel is not None:        # the same units and keys, in one C pass (`props`: the run's, or a FrameRun)
             units, more_keys, more_phys = kernel.run_units(props, topic + "#", phys, sizes,
-                                                           self.cfg.messageIndexEnable)
+                                                           self.cfg.messageIndexEnable) \
+                if type(props) is list else props.units(topic + "#", phys, self.cfg.messageIndexEnable)
             runs.setdefault((topic, queue_id), []).append((units, queue_offset))
             keys += more_keys
             key_phys += more_phys

@@ -500,8 +500,7 @@ class MessageStore(Dispatch, Replication):
         refused = self._refusal()
         if refused is not None:
             return refused
-        return self._append(run, None, run.total, store_host, run.props[0].get(Prop.WAIT, "true") != "false",
-                            wait_flush)
+        return self._append(run, None, run.total, store_host, run.may_wait, wait_flush)
 
     def _append(self, run, prepared, total: int, store_host, may_wait: bool, wait_flush: bool) -> PutResult:
         """put_batch's work under the put lock: `run` (a RecordRun or KernelRun) or `prepared`

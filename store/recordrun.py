@@ -24,7 +24,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from .codes import MSG_FIXED_SIZE_V4, SCHEDULE_TOPIC, TRANSACTION_TYPE_MASK
+from .codes import MSG_FIXED_SIZE_V4, SCHEDULE_TOPIC, TRANSACTION_TYPE_MASK, Prop
 from .commitlog import BORN_V6, FIXED_V4, MESSAGE_MAGIC, STORE_V6
 from .crc import crc32
 from .kernel import kernel
@@ -127,6 +127,56 @@ class KernelRun:
     def msg_ids(self, prefix: str) -> list[str]:
         return kernel.msg_ids(prefix, self.placed[0], self.raw_sizes)
 
+    @property
+    def may_wait(self) -> bool:
+        """The first message's WAIT allows a SYNC_FLUSH wait (put_batch's rule)."""
+        return self.props[0].get(Prop.WAIT, "true") != "false"
+
+    def units(self, prefix: str, phys: int, index_on: bool):
+        """The placed run's consume queue units and index keys (dispatch.py's run item)."""
+        return kernel.run_units(self.props, prefix, phys, self.raw_sizes, index_on)
+
+
+@dataclass(slots=True)
+class FrameRun:
+    """A producer's batch with ASCII properties as spans of its own frame (kernel.batch_spans): its
+    records written (frame_write) and dispatched (frame_units) from the frame's bytes, with no Python
+    object per message; the same bytes and units as the KernelRun of the same batch."""
+    topic: str
+    queue_id: int
+    frame: bytes
+    spans: bytes            # per record: kernel.batch_spans' int64 fields
+    outer: bytes            # the batch's own properties, merged after each entry's
+    flags: bytes
+    sizes: np.ndarray
+    raw_sizes: bytes
+    crcs: bytes
+    row: bytes
+    topic_part: bytes
+    total: int
+    may_wait: bool
+    placed: tuple = (0, 0, 0)
+
+    def __len__(self) -> int:
+        return len(self.flags) // 4
+
+    @property
+    def props(self):        # dispatch.py's run item carries the run itself in its properties' place
+        return self
+
+    def place(self, phys: int, queue_offset: int, store_ts: int) -> None:
+        self.placed = (phys, queue_offset, store_ts)
+
+    def write(self, buf, pos: int) -> None:
+        kernel.frame_write(self.frame, self.spans, self.outer, self.flags, buf, pos, self.row, self.topic_part,
+                           self.raw_sizes, self.crcs, *self.placed)
+
+    def msg_ids(self, prefix: str) -> list[str]:
+        return kernel.msg_ids(prefix, self.placed[0], self.raw_sizes)
+
+    def units(self, prefix: str, phys: int, index_on: bool):
+        return kernel.frame_units(self.frame, self.spans, self.outer, prefix, phys, self.raw_sizes, index_on)
+
 
 def _shared_row(queue_id, sys_flag, born_ts, born_ip, born_port, store_host, reconsume, prepared) -> bytes:
     """The fixed part of every record of a run: the shared fields set, the rest zero."""
@@ -166,17 +216,29 @@ def batch_columns(frame, at: int, outer: str, topic: str, sys_flag: int, born_ip
     if kernel is None or len(store_host[0]) != 4 or len(topic_part) > 128 or len(born_ip) != 4 \
             or sys_flag & GENERAL_PATH_FLAGS or topic == SCHEDULE_TOPIC:
         return None
-    return kernel.batch_run(frame, at, outer, max_body, MSG_FIXED_SIZE_V4 - 1 + len(topic_part), crc32,
-                            KERNEL_RUN_MIN)
+    fixed = MSG_FIXED_SIZE_V4 - 1 + len(topic_part)
+    if topic.isascii():
+        raw_outer = outer.encode()
+        got = kernel.batch_spans(frame, at, raw_outer, max_body, fixed, crc32, KERNEL_RUN_MIN)
+        if got is not None:
+            return got + (frame, raw_outer)
+    return kernel.batch_run(frame, at, outer, max_body, fixed, crc32, KERNEL_RUN_MIN)
 
 
 def batch_run(columns, topic: str, queue_id: int, sys_flag: int, born_ts: int, born_host: tuple[bytes, int],
-              reconsume: int, topic_part: bytes, store_host: tuple[bytes, int]) -> KernelRun:
-    """The KernelRun of batch_columns' answer, for the messages' shared fields."""
-    total, raw_sizes, crcs, props, parts, flags = columns
+              reconsume: int, topic_part: bytes, store_host: tuple[bytes, int]) -> KernelRun | FrameRun:
+    """The run of batch_columns' answer, for the messages' shared fields."""
     row = _shared_row(queue_id, sys_flag, born_ts, born_host[0], born_host[1], store_host, reconsume, 0)
+    if len(columns) == _SPAN_COLUMNS:
+        total, raw_sizes, crcs, flags, spans, may_wait, frame, outer = columns
+        return FrameRun(topic, queue_id, frame, spans, outer, flags, np.frombuffer(raw_sizes, np.int64), raw_sizes,
+                        crcs, row, topic_part, total, may_wait)
+    total, raw_sizes, crcs, props, parts, flags = columns
     return KernelRun(topic, queue_id, parts, flags, props, np.frombuffer(raw_sizes, np.int64), raw_sizes, crcs,
                      row, topic_part, total)
+
+
+_SPAN_COLUMNS = 8        # batch_spans' six, the frame and the batch's own properties
 
 
 def _prepare_columns(msgs, topic_part: bytes, max_body: int, store_host: tuple[bytes, int]) -> RecordRun | None:

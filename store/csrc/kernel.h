@@ -115,5 +115,9 @@ PyObject *queue_totals(PyObject *self, PyObject *args);
 PyObject *pull_body(PyObject *self, PyObject *args);
 PyObject *batch_entries(PyObject *self, PyObject *args);
 PyObject *batch_run(PyObject *self, PyObject *args);
+PyObject *batch_spans(PyObject *self, PyObject *args);
+PyObject *frame_write(PyObject *self, PyObject *args);
+PyObject *frame_units(PyObject *self, PyObject *args);
+PyObject *populate(PyObject *self, PyObject *args);
 
 #endif

@@ -15,6 +15,10 @@
  *   pull_body    a pull's records joined from a consume queue run and a commit log file
  *   batch_entries  a producer's batch body read into its entries, properties merged and parsed
  *   batch_run    the same body read straight into a run (run_prepare's answer, without the messages)
+ *   batch_spans  ... or, for ASCII properties, as spans of the frame (no Python object per message),
+ *   frame_write  written and
+ *   frame_units  dispatched from the frame's bytes
+ *   populate     a mapped file's pages made present ahead of the appends (the GIL released)
  *
  * One module, mqtool_store._kernel, from this folder's files (setup.py lists them).
  * Layouts: spec/commitlog.md (a V1 record with IPv4 hosts: an 88-byte fixed part), spec/index.md.
@@ -40,6 +44,10 @@ static PyMethodDef methods[] = {
     {"index_put", index_put, METH_VARARGS, "IndexFile.putKey for many keys; returns the new hash slots."},
     {"batch_entries", batch_entries, METH_VARARGS, "A batch body's entries: [(flag, body, text, props)] or None."},
     {"batch_run", batch_run, METH_VARARGS, "A batch body as a run: (total, sizes, crcs, props, parts, flags) or None."},
+    {"batch_spans", batch_spans, METH_VARARGS, "A batch body as spans of its frame: (total, sizes, crcs, flags, spans, may_wait) or None."},
+    {"frame_write", frame_write, METH_VARARGS, "Write a placed batch_spans run into a writable buffer."},
+    {"frame_units", frame_units, METH_VARARGS, "A placed batch_spans run's consume queue units and index keys."},
+    {"populate", populate, METH_VARARGS, "madvise(MADV_POPULATE_WRITE) over part of a writable map: True, or False if unsupported."},
     {"pull_body", pull_body, METH_VARARGS, "A pull's records joined: (body, count, scanned) or None."},
     {NULL, NULL, 0, NULL},
 };

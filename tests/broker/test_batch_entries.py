@@ -100,3 +100,66 @@ def test_batches_store_the_same_bytes_with_the_kernel_and_without(tmp_path, fixe
         for ctrl in (with_kernel, without):
             ctrl.store.shutdown()
         loop.close()
+
+
+# ---------------------------------------------------------------- batch_spans: the frame's own bytes
+
+_ascii_props = st.one_of(
+    st.sampled_from(["", "TAGS\x01A", "KEYS\x01a  b \x02", "\x02", "UNIQ_KEY\x01X\x02TAGS\x01B", "TAGS\x01\x02TAGS\x01",
+                     "\x01v\x02TAGS\x01T\x01x", "WAIT\x01false", "UNIQ_KEY\x01u v\x02UNIQ_KEY\x01w", "KEYS\x01 "]),
+    st.text(st.sampled_from("\x01\x02 TAGSKEYUNIQ_Wabc"), max_size=24))
+
+
+def _span_run(body: bytes, outer: str, topic: str = "SpanT"):
+    """batch_columns' answer (a FrameRun's, or a KernelRun's where batch_spans does not take it) made
+    into its run, placed and written into a fresh buffer; with its units and keys."""
+    from mqtool_store.recordrun import batch_columns, batch_run
+    topic_part = bytes([len(topic)]) + topic.encode()
+    frame = b"HEAD" + body
+    cols = batch_columns(frame, 4, outer, topic, 0, b"\x7f\x00\x00\x01", topic_part, 4 << 20,
+                         (b"\x7f\x00\x00\x01", 10911))
+    if cols is None:
+        return None
+    run = batch_run(cols, topic, 2, 0, 1234, (b"\x7f\x00\x00\x01", 5555), 0, topic_part, (b"\x7f\x00\x00\x01", 10911))
+    buf = bytearray(run.total + 16)
+    run.place(1000, 7, 99)
+    run.write(buf, 8)
+    return type(run).__name__, bytes(buf), run.units(topic + "#", 1000, True), run.may_wait, run.msg_ids("AB")
+
+
+@needs_kernel
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=400)
+@example(entries=[(1, b"x", "TAGS\x01A")] * 8, outer="TAGS\x01Z\x02WAIT\x01false")
+@example(entries=[(1, b"x", "K\x01v\x02")] * 8, outer="")
+@example(entries=[(1, b"x", "")] * 8, outer="KEYS\x01o1 o2")
+@given(entries=st.lists(st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=40), _ascii_props),
+                        min_size=8, max_size=12),
+       outer=st.one_of(_ascii_props, st.just("CLUSTER\x01c\x02TAGS\x01\xe9")))
+def test_a_batch_read_as_spans_writes_and_dispatches_as_batch_run(monkeypatch, entries, outer):
+    """batch_spans (ASCII properties) against batch_run on the same batch: the same record bytes,
+    consume queue units, index keys, WAIT and message ids."""
+    body = encode_batch(entries)
+    got = _span_run(body, outer)
+    with monkeypatch.context() as m:
+        m.setattr(kernel_module.kernel, "batch_spans", lambda *a: None, raising=False)
+        want = _span_run(body, outer)
+    assert want is not None and want[0] == "KernelRun"
+    assert got[0] == ("FrameRun" if outer.isascii() else "KernelRun")
+    assert got[1:] == want[1:]
+
+
+@needs_kernel
+def test_spans_leave_non_ascii_and_odd_bodies_to_batch_run():
+    k = kernel_module.kernel
+    good = encode_batch([(0, b"ab", "TAGS\x01A")] * 8)
+    crc = __import__("mqtool_store.crc", fromlist=["crc32"]).crc32
+    assert k.batch_spans(good, 0, b"CLUSTER\x01c", 1024, 100, crc, 8) is not None
+    for body, outer in [(encode_batch([(0, b"ab", "TAGS\x01\u00e9")] * 8), b""),     # non-ASCII properties
+                        (good, "TAGS\x01\u00e9".encode()),                              # ... in the batch's own
+                        (good[:-1], b""),                                               # cut short
+                        (encode_batch([(0, b"ab", "")] * 7), b""),                      # too few
+                        (encode_batch([(0, b"a" * 2000, "")] * 8), b"")]:               # a body over max_body
+        assert k.batch_spans(body, 0, outer, 1024, 100, crc, 8) is None
+    with pytest.raises(ValueError):
+        k.frame_units(good, struct.pack("=10q", 0, 1 << 20, 0, 0, 0, 0, -1, 0, -1, 0), b"", "T#", 0,
+                      b"\x00" * 8, True)                                             # a body past the frame
