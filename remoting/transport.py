@@ -441,9 +441,24 @@ async def serve(handler: Handler, host: str, port: int,
 async def connect(addr: str, handler: Handler | None = None, timeout_s: float = 3.0) -> Connection:
     """Open a connection; `handler` serves requests the server sends on it."""
     host, port = parse_addr(addr)
+    # The opening is a task of its own with a timer that cancels it: not asyncio.timeout, which binds
+    # to the current task (a request handler runs inside its connection's reader task until it first
+    # waits, and a timeout entered there cancelled the reader), and not wait_for, which in 3.11 can
+    # swallow a cancellation.
+    loop = asyncio.get_running_loop()
+    opening = loop.create_task(asyncio.open_connection(host, port))
+    late: list[bool] = []
+    timer = loop.call_later(timeout_s, lambda: (late.append(True), opening.cancel()))
     with map_os_errors(addr, "connect", timeout_s):
-        async with asyncio.timeout(timeout_s):     # not wait_for: in 3.11 it can swallow a cancellation
-            reader, writer = await asyncio.open_connection(host, port)
+        try:
+            reader, writer = await opening
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if late and not (current is not None and current.cancelling()):
+                raise TimeoutError from None
+            raise
+        finally:
+            timer.cancel()
     return Connection(reader, writer, handler)
 
 

@@ -21,6 +21,11 @@ class _Hold:
     future: asyncio.Future = field(repr=False, default=None)
 
 
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(False)
+
+
 class PullHoldService:
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
         self.loop = loop
@@ -38,12 +43,14 @@ class PullHoldService:
         hold = _Hold(offset, matches, loop.create_future())
         key = self._key(topic, queue_id)
         self.holds.setdefault(key, []).append(hold)
+        # The deadline is a timer on the hold's own future, not asyncio.timeout: the transport runs a
+        # handler up to its first wait inside the connection's reader task (Connection._dispatch),
+        # and a timeout entered there cancelled that task when it fired, closing the connection.
+        timer = loop.call_later(max(timeout_s, 0), _expire, hold.future)
         try:
-            async with asyncio.timeout(timeout_s):
-                return await asyncio.shield(hold.future)
-        except TimeoutError:
-            return False
+            return await asyncio.shield(hold.future)
         finally:
+            timer.cancel()
             waiting = self.holds.get(key)
             if waiting is not None:
                 if hold in waiting:

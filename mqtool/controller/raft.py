@@ -147,14 +147,21 @@ class RaftNode:
         def done(result, error):                                # pysyncobj's thread
             self.loop.call_soon_threadsafe(_settle, fut, result, error)
         self.state.apply_events(encode_events(events, guard), callback=done)
+        # A timer on the future, not asyncio.timeout: a request handler calls this before its first
+        # wait, inside the connection's reader task, which a timeout entered there would cancel.
+        timer = self.loop.call_later(COMMIT_WAIT_S, _settle_late, fut)
         try:
-            async with asyncio.timeout(COMMIT_WAIT_S):
-                await fut
-        except TimeoutError:
-            raise CommitError(f"not committed within {COMMIT_WAIT_S:g} s") from None
+            await fut
+        finally:
+            timer.cancel()
 
     def close(self) -> None:
         self.node.destroy_synchronous()
+
+
+def _settle_late(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_exception(CommitError(f"not committed within {COMMIT_WAIT_S:g} s"))
 
 
 def _settle(fut: asyncio.Future, applied, error) -> None:

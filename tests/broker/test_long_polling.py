@@ -61,3 +61,31 @@ def test_held_pulls_wake_on_their_own_queue_and_tags_only(tmp_path):
             assert time.monotonic() - t0 < SUSPEND_MS / 1000 / 2      # woken, not timed out
             await until(lambda: not holds)
     run(scenario())
+
+
+def short_held_pull(topic, queue, offset, suspend_ms):
+    cmd = held_pull(topic, queue, offset)
+    cmd.ext_fields["suspendTimeoutMillis"] = str(suspend_ms)
+    return cmd
+
+
+def test_a_held_pull_that_times_out_answers_and_keeps_its_connection(tmp_path):
+    """A held pull whose suspend time passes with nothing arriving answers PULL_NOT_FOUND, and its
+    connection stays open for the next request (its timer once cancelled the connection's reader,
+    which closed the connection instead)."""
+    async def scenario():
+        async with running_pair(tmp_path) as (_, broker, client):
+            addr = broker.config.broker_addr
+            assert (await client.invoke(addr, send_cmd("LPT", b"first", queue=0))).code == 0
+            conn = await client.connection(addr)
+            t0 = time.monotonic()
+            got = await client.invoke(addr, short_held_pull("LPT", 0, 1, 300), timeout_s=10)
+            assert got.code == ResponseCode.PULL_NOT_FOUND
+            assert 0.25 <= time.monotonic() - t0 < 5
+            await asyncio.sleep(0.2)
+            assert await client.connection(addr) is conn and not conn.closed.is_set()
+            assert all(not c.closed.is_set() for c in broker.server.connections)
+            again = await client.invoke(addr, short_held_pull("LPT", 0, 0, 300), timeout_s=10)
+            assert again.code == ResponseCode.SUCCESS and [r.body for r in records(again.body)] == [b"first"]
+            assert await client.connection(addr) is conn
+    run(scenario())

@@ -484,3 +484,45 @@ def test_with_a_fast_path_a_frame_before_garbage_is_still_answered():
             writer.close()
         await server.stop()
     run(scenario())
+
+
+def test_a_connect_timing_out_inside_a_handler_leaves_the_callers_connection_open():
+    """A handler that connects somewhere before its first wait runs inside its connection's reader
+    task: the connect's timeout must fail the connect (RemotingTimeout), not cancel that reader
+    (which closed the caller's connection). The peer never accepts: a listener whose backlog is full."""
+    import socket
+    full = socket.socket()
+    full.bind(("127.0.0.1", 0))
+    full.listen(0)
+    fillers = []
+    for _ in range(8):                        # the backlog fills; later SYNs are dropped, connects hang
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(full.getsockname())
+        fillers.append(s)
+    blackhole = "127.0.0.1:%d" % full.getsockname()[1]
+
+    async def handle(conn, cmd):
+        try:
+            await connect(blackhole, timeout_s=0.3)
+        except RemotingTimeout:
+            return cmd.response(0, "timed out")
+        return cmd.response(1, "connected")
+
+    async def scenario():
+        server = await serve(handle, "127.0.0.1", 0)
+        conn = await connect(f"127.0.0.1:{server.port}")
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        got = await conn.request(RemotingCommand.request(ECHO), timeout_s=5)
+        assert got.remark == "timed out" and 0.3 <= loop.time() - start < 3
+        await asyncio.sleep(0.1)
+        assert not conn.closed.is_set() and all(not c.closed.is_set() for c in server.connections)
+        assert (await conn.request(RemotingCommand.request(ECHO), timeout_s=5)).remark == "timed out"
+        await conn.close()
+        await server.stop()
+    try:
+        run(scenario())
+    finally:
+        for s in fillers + [full]:
+            s.close()
