@@ -51,9 +51,12 @@ def parse_addr(addr: str) -> tuple[str, int]:
 
 
 class Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    def __init__(self, reader: asyncio.StreamReader | None, writer: asyncio.StreamWriter,
                  handler: Handler | None = None, on_close: Callable[["Connection"], None] | None = None,
                  fast: FastPath | None = None):
+        """With a `reader` a task reads it; with None (a Server's connections: _ServerProtocol) the
+        protocol hands each chunk read to `received` as it arrives, without a reader buffer and
+        a task wake-up between."""
         self.reader, self.writer = reader, writer
         self.handler = handler
         self.fast = fast
@@ -70,26 +73,41 @@ class Connection:
         self.attrs: dict = {}      # per-connection state for servers (client id, language, ...)
         self.signer: Callable[[RemotingCommand], None] | None = None   # ACL: signs each request sent
         self._tasks: set[asyncio.Task] = set()
-        self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
+        self._decoder = FrameDecoder()
+        self._reader_task = asyncio.get_running_loop().create_task(self._read_loop()) if reader is not None else None
 
     def __repr__(self) -> str:
         return f"<Connection {self.peer}{' closed' if self.closed.is_set() else ''}>"
 
     async def _read_loop(self) -> None:
-        decoder = FrameDecoder()
         try:
             while True:
                 data = await self.reader.read(READ_CHUNK)
                 if not data:
                     break
-                self.last_active = asyncio.get_running_loop().time()
-                if self.fast is None:
-                    for cmd in decoder.feed(data):
-                        self._dispatch(cmd)
-                else:
-                    self._fast_or_dispatch(decoder.bodies(data))
-                if self._out:        # this read's answers leave now, not after the other connections' turns
-                    self._flush()
+                if not self.received(data):
+                    await self._grace()
+                    break
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self.shutdown()
+
+    def received(self, data: bytes) -> bool:
+        """One chunk read: every frame it completes handled, this chunk's answers written. False
+        after bad bytes: the connection closes once the requests decoded before them have
+        answered (up to CLOSE_GRACE_S)."""
+        self.last_active = asyncio.get_running_loop().time()
+        decoder = self._decoder
+        try:
+            if self.fast is None:
+                for cmd in decoder.feed(data):
+                    self._dispatch(cmd)
+            else:
+                self._fast_or_dispatch(decoder.bodies(data))
+            if self._out:        # this read's answers leave now, not after the other connections' turns
+                self._flush()
+            return True
         except FrameError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
             if self.fast is None:
@@ -100,12 +118,28 @@ class Connection:
                     self._fast_or_dispatch(exc.decoded)
                 except FrameError:
                     pass
-            if self._tasks:                  # let them answer before the socket goes
-                await asyncio.wait(list(self._tasks), timeout=CLOSE_GRACE_S)
-        except (ConnectionError, OSError):
-            pass
-        finally:
+            if self.reader is None:
+                self._close_after_tasks()
+            return False
+
+    def _close_after_tasks(self) -> None:
+        """Shut down once the handlers still running have answered (at most CLOSE_GRACE_S)."""
+        if self.closed.is_set():
+            return
+        if not self._tasks:
             self.shutdown()
+            return
+
+        async def later() -> None:
+            try:
+                await self._grace()
+            finally:
+                self.shutdown()
+        self._reader_task = asyncio.get_running_loop().create_task(later())
+
+    async def _grace(self) -> None:
+        if self._tasks:                  # let them answer before the socket goes
+            await asyncio.wait(list(self._tasks), timeout=CLOSE_GRACE_S)
 
     def _fast_or_dispatch(self, bodies: list[bytes]) -> None:
         """Every frame of one read in one pass: the fast path's answers queued as they come, the
@@ -329,7 +363,7 @@ class Connection:
     async def close(self) -> None:
         """Close, stop reading and cancel the handlers still running for this connection."""
         self.shutdown()
-        tasks = [self._reader_task, *self._tasks]
+        tasks = [t for t in (self._reader_task, *self._tasks) if t is not None]
         for t in tasks:
             if t is not asyncio.current_task():
                 t.cancel()
@@ -388,9 +422,10 @@ class Server:
         self._idle_check: asyncio.TimerHandle | None = None
 
     async def start(self, host: str, port: int) -> "Server":
+        loop = asyncio.get_running_loop()
         with map_os_errors(f"{host}:{port}", listen=True):
-            self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True,
-                                                      backlog=LISTEN_BACKLOG)
+            self._server = await loop.create_server(lambda: _ServerProtocol(self._accept), host, port,
+                                                    reuse_address=True, backlog=LISTEN_BACKLOG)
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
         if self.idle_timeout_s > 0:
@@ -410,9 +445,10 @@ class Server:
             conn.shutdown()
         self._schedule_idle_check()
 
-    async def _accept(self, reader, writer) -> None:
-        conn = Connection(reader, writer, self.handler, self._closed, self.fast)
+    def _accept(self, writer: asyncio.StreamWriter) -> Connection:
+        conn = Connection(None, writer, self.handler, self._closed, self.fast)
         self.connections.add(conn)
+        return conn
 
     def _closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
@@ -430,6 +466,44 @@ class Server:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+
+
+class _ServerProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
+    """An accepted socket's protocol: what asyncio.start_server's StreamReaderProtocol does for a
+    server's connections (a StreamWriter with flow control, a close waiter), except that each chunk
+    read goes straight to the Connection (Connection.received) instead of a StreamReader that a
+    reader task then copies it out of."""
+
+    def __init__(self, accept: Callable[[asyncio.StreamWriter], Connection]):
+        super().__init__()
+        self._accept = accept
+        self._conn: Connection | None = None
+        self._closed = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport) -> None:
+        writer = asyncio.StreamWriter(transport, self, None, asyncio.get_running_loop())
+        self._conn = self._accept(writer)
+
+    def data_received(self, data: bytes) -> None:
+        conn = self._conn
+        if not conn.closed.is_set() and not conn.received(data):
+            transport = conn.writer.transport
+            if not transport.is_closing():
+                transport.pause_reading()     # nothing more is read from a connection being closed
+
+    def eof_received(self) -> bool:
+        self._conn.shutdown()
+        return False
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        super().connection_lost(exc)          # wakes writers waiting in drain
+        if not self._closed.done():
+            self._closed.set_result(None)
+        if self._conn is not None:
+            self._conn.shutdown()
+
+    def _get_close_waiter(self, stream) -> asyncio.Future:
+        return self._closed
 
 
 async def serve(handler: Handler, host: str, port: int,
