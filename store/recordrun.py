@@ -133,7 +133,7 @@ class KernelRun:
         return self.props[0].get(Prop.WAIT, "true") != "false"
 
     def units(self, prefix: str, phys: int, index_on: bool):
-        """The placed run's consume queue units and index keys (dispatch.py's run item)."""
+        """The placed run's consume queue units and index keys (what dispatch.py makes of its run item)."""
         return kernel.run_units(self.props, prefix, phys, self.raw_sizes, index_on)
 
 

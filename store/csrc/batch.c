@@ -173,18 +173,8 @@ PyObject *batch_run(PyObject *self, PyObject *args)
             goto done;
         if (n == cap) {
             cap *= 2;
-            int64_t *s2 = PyMem_Realloc(size_at, cap * sizeof *size_at);
-            if (s2)
-                size_at = s2;
-            int32_t *c2 = s2 ? PyMem_Realloc(crc_at, cap * sizeof *crc_at) : NULL;
-            if (c2)
-                crc_at = c2;
-            int32_t *f2 = c2 ? PyMem_Realloc(flag_at, cap * sizeof *flag_at) : NULL;
-            if (!f2) {
-                PyErr_NoMemory();
+            if (GROW(size_at, cap) < 0 || GROW(crc_at, cap) < 0 || GROW(flag_at, cap) < 0)
                 goto done;
-            }
-            flag_at = f2;
         }
         crc_at[n] = (int32_t)(v & 0x7FFFFFFF);
         flag_at[n] = e.flag;

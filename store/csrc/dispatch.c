@@ -82,9 +82,7 @@ PyObject *run_units(PyObject *self, PyObject *args)
         int64_t code;
         if (tags_code(d, &code) < 0)
             goto done;
-        put64(u, (uint64_t)phys);
-        put32(u + 8, (uint32_t)size_at[i]);
-        put64(u + 12, (uint64_t)code);
+        put_unit(u, phys, size_at[i], code);
         if (index_on) {
             PyObject *at = PyLong_FromLongLong(phys);
             int bad = !at || record_keys(d, prefix, at, NULL, keys, key_phys, NULL) < 0;
@@ -174,9 +172,7 @@ PyObject *pending_units(PyObject *self, PyObject *args)
             }
             PyList_SetItem(queue, 2, next);
             unsigned char *u = (unsigned char *)PyByteArray_AS_STRING(units) + len;
-            put64(u, (uint64_t)phys);
-            put32(u + 8, (uint32_t)size);
-            put64(u + 12, (uint64_t)code);
+            put_unit(u, phys, size, code);
         }
         if (index_on && tx != TRANSACTION_ROLLBACK) {
             PyObject *prefix = PyDict_GetItemWithError(prefixes, topic);

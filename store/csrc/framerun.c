@@ -114,21 +114,9 @@ PyObject *batch_spans(PyObject *self, PyObject *args)
             goto not_here;           /* the general path refuses it, in its words */
         if (n == cap) {
             cap *= 2;
-            int64_t *s2 = PyMem_Realloc(size_at, cap * sizeof *size_at);
-            if (s2)
-                size_at = s2;
-            int64_t *sp2 = s2 ? PyMem_Realloc(span_at, cap * SP_N * sizeof *span_at) : NULL;
-            if (sp2)
-                span_at = sp2;
-            int32_t *c2 = sp2 ? PyMem_Realloc(crc_at, cap * sizeof *crc_at) : NULL;
-            if (c2)
-                crc_at = c2;
-            int32_t *f2 = c2 ? PyMem_Realloc(flag_at, cap * sizeof *flag_at) : NULL;
-            if (!f2) {
-                PyErr_NoMemory();
+            if (GROW(size_at, cap) < 0 || GROW(span_at, cap * SP_N) < 0 || GROW(crc_at, cap) < 0 ||
+                    GROW(flag_at, cap) < 0)
                 goto done;
-            }
-            flag_at = f2;
         }
         PyObject *view = PyMemoryView_FromMemory((char *)b + q, blen, PyBUF_READ);
         PyObject *c = view ? PyObject_CallOneArg(crc, view) : NULL;
@@ -264,14 +252,7 @@ PyObject *frame_write(PyObject *self, PyObject *args)
     unsigned char *out = (unsigned char *)buf.buf + pos;
     long long at = phys;
     for (Py_ssize_t i = 0; i < n; i++, s += SP_N) {
-        memcpy(out, row.buf, FIXED_SIZE);
-        put32(out + AT_SIZE, (uint32_t)size_at[i]);
-        put32(out + AT_CRC, (uint32_t)crc_at[i]);
-        put32(out + AT_FLAG, (uint32_t)flag_at[i]);
-        put64(out + AT_QUEUE_OFFSET, (uint64_t)(queue_offset + i));
-        put64(out + AT_PHYSICAL_OFFSET, (uint64_t)at);
-        put64(out + AT_STORE_TIMESTAMP, (uint64_t)store_ts);
-        put32(out + AT_BODY_LENGTH, (uint32_t)s[SP_BODY_LEN]);
+        put_head(out, row.buf, size_at[i], crc_at[i], flag_at[i], queue_offset + i, at, store_ts, s[SP_BODY_LEN]);
         unsigned char *q = out + FIXED_SIZE;
         memcpy(q, b + s[SP_BODY_AT], s[SP_BODY_LEN]);
         q += s[SP_BODY_LEN];
@@ -345,9 +326,7 @@ PyObject *frame_units(PyObject *self, PyObject *args)
         goto done;
     unsigned char *u = (unsigned char *)PyBytes_AS_STRING(units);
     for (Py_ssize_t i = 0; i < n; i++, u += 20, s += SP_N) {
-        put64(u, (uint64_t)phys);
-        put32(u + 8, (uint32_t)size_at[i]);
-        put64(u + 12, (uint64_t)s[SP_TAGS_CODE]);
+        put_unit(u, phys, size_at[i], s[SP_TAGS_CODE]);
         for (int k = SP_UNIQ_AT; index_on && k <= SP_KEYS_AT; k += 2) {
             if (s[k] == NONE)
                 continue;

@@ -67,6 +67,38 @@ static inline int32_t get32(const unsigned char *p)
     return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
 }
 
+/* p (a PyMem block) resized to hold n of *p: 0, or -1 with MemoryError (p left as it was). */
+#define GROW(p, n) __extension__ ({                                       \
+    void *grown_ = PyMem_Realloc((p), (size_t)(n) * sizeof *(p));         \
+    if (grown_)                                                           \
+        (p) = grown_;                                                     \
+    else                                                                  \
+        PyErr_NoMemory();                                                 \
+    grown_ ? 0 : -1;                                                      \
+})
+
+/* One consume queue unit (20 bytes, big-endian): commit log offset, size, tags code. */
+static inline void put_unit(unsigned char *u, long long phys, int64_t size, int64_t code)
+{
+    put64(u, (uint64_t)phys);
+    put32(u + 8, (uint32_t)size);
+    put64(u + 12, (uint64_t)code);
+}
+
+/* A run's record header at out: the shared row with the record's own fields filled in. */
+static inline void put_head(unsigned char *out, const void *row, int64_t size, int32_t crc, int32_t flag,
+                            long long queue_offset, long long phys, long long store_ts, Py_ssize_t body_len)
+{
+    memcpy(out, row, FIXED_SIZE);
+    put32(out + AT_SIZE, (uint32_t)size);
+    put32(out + AT_CRC, (uint32_t)crc);
+    put32(out + AT_FLAG, (uint32_t)flag);
+    put64(out + AT_QUEUE_OFFSET, (uint64_t)queue_offset);
+    put64(out + AT_PHYSICAL_OFFSET, (uint64_t)phys);
+    put64(out + AT_STORE_TIMESTAMP, (uint64_t)store_ts);
+    put32(out + AT_BODY_LENGTH, (uint32_t)body_len);
+}
+
 /* A Java int or long from a Python int: 1, or 0 when it is not one (no error set), or -1 on error. */
 static inline int java_int(PyObject *o, long long lo, long long hi, long long *out)
 {

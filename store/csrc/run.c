@@ -177,14 +177,7 @@ PyObject *run_write(PyObject *self, PyObject *args)
     long long at = phys;
     for (Py_ssize_t i = 0; i < n; i++) {
         struct piece *p = &pieces[i];
-        memcpy(out, row.buf, FIXED_SIZE);
-        put32(out + AT_SIZE, (uint32_t)size_at[i]);
-        put32(out + AT_CRC, (uint32_t)crc_at[i]);
-        put32(out + AT_FLAG, (uint32_t)flag_at[i]);
-        put64(out + AT_QUEUE_OFFSET, (uint64_t)(queue_offset + i));
-        put64(out + AT_PHYSICAL_OFFSET, (uint64_t)at);
-        put64(out + AT_STORE_TIMESTAMP, (uint64_t)store_ts);
-        put32(out + AT_BODY_LENGTH, (uint32_t)p->body_len);
+        put_head(out, row.buf, size_at[i], crc_at[i], flag_at[i], queue_offset + i, at, store_ts, p->body_len);
         unsigned char *q = out + FIXED_SIZE;
         memcpy(q, p->body, p->body_len);
         q += p->body_len;

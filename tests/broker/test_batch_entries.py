@@ -132,6 +132,8 @@ def _span_run(body: bytes, outer: str, topic: str = "SpanT"):
 @example(entries=[(1, b"x", "TAGS\x01A")] * 8, outer="TAGS\x01Z\x02WAIT\x01false")
 @example(entries=[(1, b"x", "K\x01v\x02")] * 8, outer="")
 @example(entries=[(1, b"x", "")] * 8, outer="KEYS\x01o1 o2")
+@example(entries=[(i, b"x" * (i % 7), "UNIQ_KEY\x01U%d\x02KEYS\x01k%d" % (i, i)) for i in range(150)],
+         outer="CLUSTER\x01c")                     # past the first 64 records' arrays
 @given(entries=st.lists(st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=40), _ascii_props),
                         min_size=8, max_size=12),
        outer=st.one_of(_ascii_props, st.just("CLUSTER\x01c\x02TAGS\x01\xe9")))
