@@ -353,6 +353,8 @@ def test_a_prewrite_keeps_the_bytes_and_survives_a_closed_map(tmp_path, monkeypa
     from mqtool_store.mappedfile import PAGE, MappedFile
     if way == "zeros":
         monkeypatch.setattr(mapped, "kernel", None)
+    elif mapped.kernel is None:
+        pytest.skip("the store kernel is not built here")
     f = MappedFile(tmp_path / "00000000000000000000", 0, 64 * PAGE, create=True)
     data = bytes(range(256)) * (8 * PAGE // 256)
     f.append(data)
