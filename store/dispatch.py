@@ -94,8 +94,10 @@ class Dispatch:
                 self.index.put(topic, keys, phys, store_ts)
 
     def drain_dispatch(self) -> None:
-        """Dispatch every record put so far (readers call it first, so they see their writes)."""
-        if self._pending:
+        """Dispatch every record put so far (readers call it first, so they see their writes). A
+        dispatch under way on another thread has taken the pending records already: its lock is
+        waited for too, or a reader would miss the records it is writing."""
+        if self._pending or self._dispatching:
             with self.put_lock:
                 self._dispatch_pending()
 
@@ -108,6 +110,16 @@ class Dispatch:
                     self._dispatch_pending()
 
     def _dispatch_pending(self) -> None:
+        """_dispatch_taken, flagged as under way before the pending list empties (drain_dispatch)."""
+        if not self._pending:
+            return
+        self._dispatching = True
+        try:
+            self._dispatch_taken()
+        finally:
+            self._dispatching = False
+
+    def _dispatch_taken(self) -> None:
         """Put the pending records' units into their consume queues (one packed run per queue)
         and their keys into the index (one vectorised pass); the put lock is held. A batch put
         as a run (recordrun.py) is one pending item whose units are one array."""

@@ -180,6 +180,7 @@ class MessageStore(Dispatch, Replication):
         self.lock = StoreLock(self.root)
         self.put_lock = threading.RLock()     # re-entered by readers that first dispatch what is pending
         self._pending: list[tuple] = []       # records put but not yet in their consume queue and the index
+        self._dispatching = False             # a dispatch has taken them and is writing (dispatch.py)
         self._dispatch_wake = threading.Event()
         # A caller that drains what is pending itself soon after its puts (the broker: once per event
         # loop turn) turns this off: no thread wake-up per put, which costs a sync sender ~30% of its rate.

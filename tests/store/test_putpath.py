@@ -364,3 +364,25 @@ def test_a_prewrite_keeps_the_bytes_and_survives_a_closed_map(tmp_path, monkeypa
     f.close()
     f.prewrite(16 * PAGE, 32 * PAGE)
     assert f.warm_to == 16 * PAGE
+
+
+def test_a_reader_waits_for_a_dispatch_already_under_way(tmp_path, monkeypatch):
+    """A dispatch on another thread (the store's dispatch thread) takes the pending records and then
+    writes their units: a reader that comes in between must wait for it (drain_dispatch), not read
+    the consume queue without them. (`mqtool top` once saw a topic's max offset one short.)"""
+    with MessageStore(config(tmp_path / "s")) as s:
+        assert s.put(Message("T", 0, b"x", {})).ok
+        real = MessageStore._write_units
+        writing, go = threading.Event(), threading.Event()
+
+        def slow(self, *args):
+            writing.set()
+            go.wait(10)
+            return real(self, *args)
+        monkeypatch.setattr(MessageStore, "_write_units", slow)
+        other = threading.Thread(target=s.drain_dispatch)
+        other.start()
+        assert writing.wait(10) and not s._pending          # taken, not yet written
+        threading.Timer(0.2, go.set).start()
+        assert s.queues[("T", 0)].max_offset == 1
+        other.join()
