@@ -123,17 +123,19 @@ class Dispatch:
         """Put the pending records' units into their consume queues (one packed run per queue)
         and their keys into the index (one vectorised pass); the put lock is held. A batch put
         as a run (recordrun.py) is one pending item whose units are one array."""
-        batch = self._pending
-        if not batch:
+        pending = self._pending       # emptied in place, never replaced: see MessageStore._pending
+        if not pending:
             return
         limit = self.dispatch_limit
-        if limit is not None and batch[-1][3] + batch[-1][4] > limit:     # confirmOffset (controller mode)
-            n = bisect.bisect_right(batch, limit, key=_pending_end)
-            self._pending, batch = batch[n:], batch[:n]
-            if not batch:
+        if limit is not None and pending[-1][3] + pending[-1][4] > limit:     # confirmOffset (controller mode)
+            n = bisect.bisect_right(pending, limit, key=_pending_end)
+            if not n:
                 return
+            batch = pending[:n]
+            del pending[:n]
         else:
-            self._pending = []
+            batch = pending[:]
+            pending.clear()
         index_on = self.cfg.messageIndexEnable
         got = kernel.pending_units(batch, index_on, SCHEDULE_TOPIC) \
             if kernel is not None and len(batch) >= KERNEL_MIN else None
@@ -284,5 +286,8 @@ class Dispatch:
         dispatch has not taken yet, or what a slave's reput thread has still to read."""
         if self.cfg.is_slave:
             return max(0, self.commitlog.max_offset - self.reput_from)
-        pending = self._pending
-        return max(0, self.commitlog.max_offset - pending[0][3]) if pending else 0
+        try:                  # no lock taken: a dispatch may empty the list between a look and a read
+            first = self._pending[0]
+        except IndexError:
+            return 0
+        return max(0, self.commitlog.max_offset - first[3])

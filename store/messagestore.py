@@ -179,7 +179,11 @@ class MessageStore(Dispatch, Replication):
         self.checkpoint = Checkpoint()
         self.lock = StoreLock(self.root)
         self.put_lock = threading.RLock()     # re-entered by readers that first dispatch what is pending
-        self._pending: list[tuple] = []       # records put but not yet in their consume queue and the index
+        # Records put but not yet in their consume queue and the index. One list for the store's life,
+        # changed in place and never replaced: put_quick's callers take it before the put lock, and a
+        # record appended to a list a dispatch had already swapped out was never dispatched (its unit
+        # a pre-blank hole, the message invisible to consumers).
+        self._pending: list[tuple] = []
         self._dispatching = False             # a dispatch has taken them and is writing (dispatch.py)
         self._dispatch_wake = threading.Event()
         # A caller that drains what is pending itself soon after its puts (the broker: once per event

@@ -65,7 +65,7 @@ def redispatch(store, cq_from: int, index_from: int | None = None, progress=None
             batch = _pending(f.mm, f.start, table, n_valid, cq_from, topics, out)
             if batch:
                 with store.put_lock:
-                    store._pending = batch
+                    store._pending[:0] = batch     # older than anything pending; the list is kept (messagestore)
                     store._dispatch_pending()
             if n_valid:
                 out.bytes = f.start + int(table["position"][n_valid - 1] + table["total_size"][n_valid - 1]) - start
