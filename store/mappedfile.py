@@ -117,16 +117,29 @@ class MappedFile:
         return self.sync(self.write_pos)
 
     def sync(self, target: int) -> int:
-        """Make the bytes below `target` durable. fdatasync on the file writes back the pages the
-        map dirtied, as msync(MS_SYNC) does on Linux, but CPython releases the GIL around it (not
-        around mmap.flush), so puts go on while the disk works."""
+        """Make the bytes below `target` durable (datasync)."""
         if target > self.flushed_pos:
-            if self.fd is None:
-                self.mm.flush()
-            else:
-                os.fdatasync(self.fd)
+            self.datasync()
             self.flushed_pos = max(self.flushed_pos, target)
         return self.flushed_pos
+
+    def datasync(self) -> None:
+        """Write back the pages the map dirtied. fdatasync does what msync(MS_SYNC) does on Linux,
+        but CPython releases the GIL around it and not around mmap.flush, which held the broker's
+        event loop for each consume queue's write-back (a file without a descriptor of its own
+        opens one for it)."""
+        if self.fd is not None:
+            os.fdatasync(self.fd)
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:     # deleted meanwhile (retention, a destroyed queue): the map's own write-back
+            self.mm.flush()
+            return
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
 
     def dirty_pages(self) -> int:
         return (self.write_pos - self.flushed_pos + PAGE - 1) // PAGE

@@ -273,7 +273,7 @@ class MessageStore(Dispatch, Replication):
         if self.confirm_offsets and self.dispatch_limit is None and not self.cfg.is_slave:
             self.checkpoint.confirm_phy_offset = self.commitlog.max_offset     # a master alone confirms all
         self._cp_file.write_at(0, self.checkpoint.encode()[:40])
-        self._cp_file.mm.flush()
+        self._cp_file.datasync()
 
     def shutdown(self) -> None:
         if not self.running:

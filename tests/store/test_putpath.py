@@ -442,3 +442,24 @@ def test_the_pending_list_is_one_list_for_the_stores_life(tmp_path):
         s.dispatch_limit = None
         s.drain_dispatch()
         assert s._pending is pending and not pending and s.max_offset("T", 0) == 2
+
+
+def test_a_file_without_a_descriptor_flushes_by_fdatasync(tmp_path, monkeypatch):
+    """Consume queue files keep no descriptor. Their flush went through mmap.flush, which holds the
+    GIL for the whole write-back: the broker's event loop stood still once a second per queue. It now
+    fdatasyncs a descriptor opened for it (CPython releases the GIL there); a file deleted meanwhile
+    falls back to the map's own write-back."""
+    import os
+
+    from mqtool_store import mappedfile
+    path = tmp_path / "00000000000000000000"
+    f = mappedfile.MappedFile(path, 0, 4096, create=True, hold_fd=False)
+    assert f.fd is None
+    synced, real = [], os.fdatasync
+    monkeypatch.setattr(mappedfile.os, "fdatasync", lambda fd: (synced.append(os.fstat(fd).st_ino), real(fd)))
+    f.mm[0:4], f.write_pos = b"abcd", 4
+    assert f.flush() == 4 and synced == [path.stat().st_ino]
+    path.unlink()
+    f.mm[4:8], f.write_pos = b"efgh", 8
+    assert f.flush() == 8 and len(synced) == 1
+    f.close()
