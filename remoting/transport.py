@@ -97,30 +97,41 @@ class Connection:
         """One chunk read: every frame it completes handled, this chunk's answers written. False
         after bad bytes: the connection closes once the requests decoded before them have
         answered (up to CLOSE_GRACE_S)."""
+        if self.fast is None:
+            return self._frames(self._decoder.feed, data, True)
+        return self._frames(self._decoder.bodies, data, False)
+
+    def filled(self, nbytes: int) -> bool:
+        """`received` for a read of `nbytes` into the decoder's space() (_ServerProtocol's reads)."""
+        return self._frames(self._decoder.filled, nbytes, False)
+
+    def _frames(self, cut, arg, decoded: bool) -> bool:
+        """received's work: `cut(arg)` gives the read's frames, decoded commands or bodies."""
         self.last_active = asyncio.get_running_loop().time()
-        decoder = self._decoder
         try:
-            if self.fast is None:
-                for cmd in decoder.feed(data):
-                    self._dispatch(cmd)
-            else:
-                self._fast_or_dispatch(decoder.bodies(data))
+            self._handle_frames(cut(arg), decoded)
             if self._out:        # this read's answers leave now, not after the other connections' turns
                 self._flush()
             return True
         except FrameError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
-            if self.fast is None:
-                for cmd in exc.decoded:      # complete frames that preceded the bad bytes
-                    self._dispatch(cmd)
-            else:                            # (here the frames' bodies, not yet decoded)
-                try:
-                    self._fast_or_dispatch(exc.decoded)
-                except FrameError:
-                    pass
+            try:                             # complete frames that preceded the bad bytes
+                self._handle_frames(exc.decoded, decoded)
+            except FrameError:
+                pass
             if self.reader is None:
                 self._close_after_tasks()
             return False
+
+    def _handle_frames(self, frames: list, decoded: bool) -> None:
+        if decoded:
+            for cmd in frames:
+                self._dispatch(cmd)
+        elif self.fast is None:
+            for body in frames:
+                self._dispatch(decode_frame_body(body))
+        else:
+            self._fast_or_dispatch(frames)
 
     def _close_after_tasks(self) -> None:
         """Shut down once the handlers still running have answered (at most CLOSE_GRACE_S)."""
@@ -468,11 +479,11 @@ class Server:
             self._server = None
 
 
-class _ServerProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
+class _ServerProtocol(asyncio.streams.FlowControlMixin, asyncio.BufferedProtocol):
     """An accepted socket's protocol: what asyncio.start_server's StreamReaderProtocol does for a
-    server's connections (a StreamWriter with flow control, a close waiter), except that each chunk
-    read goes straight to the Connection (Connection.received) instead of a StreamReader that a
-    reader task then copies it out of."""
+    server's connections (a StreamWriter with flow control, a close waiter), except that each read
+    goes into the Connection's frame decoder (FrameDecoder.space) and is handled at once
+    (Connection.filled), not into a StreamReader that a reader task then copies it out of."""
 
     def __init__(self, accept: Callable[[asyncio.StreamWriter], Connection]):
         super().__init__()
@@ -484,9 +495,12 @@ class _ServerProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         writer = asyncio.StreamWriter(transport, self, None, asyncio.get_running_loop())
         self._conn = self._accept(writer)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._conn._decoder.space()
+
+    def buffer_updated(self, nbytes: int) -> None:
         conn = self._conn
-        if not conn.closed.is_set() and not conn.received(data):
+        if not conn.closed.is_set() and not conn.filled(nbytes):
             transport = conn.writer.transport
             if not transport.is_closing():
                 transport.pause_reading()     # nothing more is read from a connection being closed

@@ -290,3 +290,51 @@ def _outcome(read):
     except HeaderError as exc:
         return "HeaderError", str(exc)
     return h, type(h), {f: type(v) for f, v in vars(h).items()}
+
+
+def _read_into(dec: FrameDecoder, stream: bytes, cuts: list[int]):
+    """The stream read into dec.space() as a socket would: at most the space each time, cut at
+    `cuts` (sizes); every body out, or the FrameError met (with what came before it)."""
+    out, at = [], 0
+    sizes = iter(cuts)
+    while at < len(stream):
+        space = dec.space()
+        n = min(len(space), len(stream) - at, max(1, next(sizes, len(stream))))
+        space[:n] = stream[at:at + n]
+        del space
+        at += n
+        try:
+            out += dec.filled(n)
+        except FrameError as exc:
+            return out + exc.decoded, exc
+    return out, None
+
+
+@given(st.lists(st.binary(max_size=300), max_size=12), st.lists(st.integers(1, 400), max_size=40),
+       st.sampled_from([0, 1, 2, 3]))
+def test_reads_into_the_decoders_space_cut_the_frames_bodies_cuts(bodies, cuts, bad):
+    """FrameDecoder.space/filled (a server's reads: asyncio.BufferedProtocol) give the bodies that
+    `bodies` gives for the same stream, however the reads cut it; a bad length raises the same
+    FrameError with the bodies before it."""
+    stream = b"".join(len(b).to_bytes(4, "big") + b for b in (x + b"\0\0\0\0" for x in bodies))
+    if bad:                            # a length outside 4..max_frame after the good frames
+        stream += (b"\0\0\0\1", b"\x7f\xff\xff\xff", b"\xff\xff\xff\xf0")[bad - 1] + b"rest"
+    want_error = None
+    try:
+        want = FrameDecoder().bodies(stream)
+    except FrameError as exc:
+        want, want_error = exc.decoded, exc
+    got, error = _read_into(FrameDecoder(), stream, cuts)
+    assert got == want and [b[:-4] for b in got] == bodies
+    assert (error is None) == (want_error is None) and str(error) == str(want_error)
+
+
+def test_a_frame_larger_than_a_read_gets_room_and_the_buffer_goes_back_when_drained():
+    from mqtool_remoting import framing
+    big = bytes(range(256)) * 2000                     # 512,000 bytes: past READ_SIZE
+    stream = len(big).to_bytes(4, "big") + big + (4).to_bytes(4, "big") + b"end!"
+    dec = FrameDecoder()
+    got, error = _read_into(dec, stream, [1, 5, 100_000])
+    assert error is None and got == [big, b"end!"] and dec.pending == 0 and dec._read is None
+    spare = framing._SPARE[-1]
+    assert len(spare) == framing.READ_SIZE and dec.space().obj is spare    # lent again
