@@ -14,20 +14,28 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _WHITESPACE = " \t\f"        # Properties.LineReader's; not Python's str.isspace (\xa0, \x1c ...)
 
 
-def _logical_lines(text: str):
-    pending = ""
-    for raw in _LINE_BREAK.split(text):
-        line = raw.lstrip(_WHITESPACE)
-        if not pending and (not line or line[0] in "#!"):
+def _entries(lines: list[str]):
+    """(first, end, logical line) for each entry of the physical `lines` (lines[first:end]): physical
+    lines joined where one ends in an odd number of backslashes; "" for a comment or a blank line."""
+    i, n = 0, len(lines)
+    while i < n:
+        start, logical = i, ""
+        line = lines[i].lstrip(_WHITESPACE)
+        i += 1
+        if not line or line[0] in "#!":
+            yield start, i, ""
             continue
-        backslashes = len(line) - len(line.rstrip("\\"))
-        if backslashes % 2 == 1:
-            pending += line[:-1]
-            continue
-        yield pending + line
-        pending = ""
-    if pending:
-        yield pending
+        while True:
+            backslashes = len(line) - len(line.rstrip("\\"))
+            if backslashes % 2 == 0:
+                logical += line
+                break
+            logical += line[:-1]
+            if i == n:
+                break
+            line = lines[i].lstrip(_WHITESPACE)
+            i += 1
+        yield start, i, logical
 
 
 def _unescape(s: str) -> str:
@@ -51,28 +59,56 @@ def _unescape(s: str) -> str:
     return "".join(out)
 
 
-def loads(text: str) -> dict[str, str]:
-    props: dict[str, str] = {}
-    for line in _logical_lines(text):
-        i, n = 0, len(line)
-        while i < n:
-            c = line[i]
-            if c == "\\":
-                i += 2
-                continue
-            if c in "=: \t\f":
-                break
-            i += 1
-        key = line[:i]
-        j = i
+def _split(line: str) -> tuple[str, str]:
+    """A logical line's key and value, unescaped (java.util.Properties.load's rules)."""
+    i, n = 0, len(line)
+    while i < n:
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=: \t\f":
+            break
+        i += 1
+    j = i
+    while j < n and line[j] in " \t\f":
+        j += 1
+    if j < n and line[j] in "=:":
+        j += 1
         while j < n and line[j] in " \t\f":
             j += 1
-        if j < n and line[j] in "=:":
-            j += 1
-            while j < n and line[j] in " \t\f":
-                j += 1
-        props[_unescape(key)] = _unescape(line[j:])
-    return props
+    return _unescape(line[:i]), _unescape(line[j:])
+
+
+def loads(text: str) -> dict[str, str]:
+    return dict(_split(line) for _, _, line in _entries(_LINE_BREAK.split(text)) if line)
+
+
+def _escape_value(v: str) -> str:
+    out = v.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return "\\" + out if out[:1] in (" ", "\f") else out
+
+
+def update(text: str, changes: dict[str, str]) -> str:
+    """`text` (a .properties file) with each key of `changes` set: its entries rewritten in place as
+    `key=value` (every one, continuation lines included), comments, order and other keys kept; keys
+    it lacks appended. `loads` of the result gives `changes` over `loads(text)`."""
+    lines = _LINE_BREAK.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    out, seen = [], set()
+    for start, end, logical in _entries(lines):
+        key = _split(logical)[0] if logical else None
+        if key is not None and key in changes:
+            out.append(f"{key}={_escape_value(str(changes[key]))}")
+            seen.add(key)
+        else:
+            out.extend(lines[start:end])
+    added = [f"{k}={_escape_value(str(v))}" for k, v in changes.items() if k not in seen]
+    if added and out and (len(out[-1]) - len(out[-1].rstrip("\\"))) % 2:
+        out.append("")                    # a last line that continues would take the first added one in
+    out += added
+    return "".join(line + "\n" for line in out)
 
 
 def dumps(props: dict[str, object]) -> str:

@@ -13,7 +13,7 @@ from mqtool.broker.acl import requests as acl_requests
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
 from mqtool.broker.filters import ConsumerFilterManager
-from mqtool.broker.config import RUNTIME_KEYS, BrokerConfig, apply_properties
+from mqtool.broker.config import RUNTIME_KEYS, BrokerConfig, apply_properties, keep_in_conf
 from mqtool.broker.flushwait import FlushWaiters
 from mqtool.broker.offsets import ConsumerOffsetManager
 from mqtool.broker.pullhold import PullHoldService
@@ -118,6 +118,7 @@ class BrokerController:
     def __init__(self, config: BrokerConfig, store_props: dict[str, str] | None = None,
                  rocketmq_home: str | None = None):
         self.config = config
+        self.config_file = None           # the broker.conf it started with (-c): updateBrokerConfig keeps changes there
         self.notes: list[str] = []        # one-line warnings for whoever started the broker
         if config.enableControllerMode:
             controller_mode_checks(config, self.notes)
@@ -553,7 +554,10 @@ class BrokerController:
         if "brokerPermission" in props:       # AdminBrokerProcessor.updateBrokerConfig: routes change now
             self.topics.data_version.next()
             self.schedule_register()
-        return check_keys({k: v for k, v in props.items() if k not in known}, known)
+        notes = check_keys({k: v for k, v in props.items() if k not in known}, known)
+        applied = {**broker_side, **store_side}
+        kept = keep_in_conf(self.config_file, applied) if applied else None
+        return notes + [kept] if kept else notes
 
     # ------------------------------------------------------------------ name server
 

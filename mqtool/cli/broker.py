@@ -73,6 +73,7 @@ def start(
         controller = BrokerController(cfg, rest)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    controller.config_file = config_file
     for note in controller.notes:
         err_console.print(f"mqtool: warning: {note}", markup=False)
     embedded = None

@@ -239,3 +239,12 @@ def test_java_properties_round_trip(props):
 @example("trailing\\")
 def test_java_properties_of_any_text_never_raise(text):
     assert isinstance(javaprops.loads(text), dict)
+
+
+@given(st.text(max_size=80) | st.text(st.sampled_from("ab=:\\ \t\n\r#!u0"), max_size=60),
+       st.dictionaries(st.text(st.sampled_from("abXY._"), min_size=1, max_size=6), st.text(max_size=12), max_size=4))
+@example("a=b\\\n", {"k": "v"})                 # a last line that continues
+@example("a=1\n#a=2\n a = 3 \\\n  4\n", {"a": " x\\"})
+def test_java_properties_update_sets_its_keys_and_keeps_the_rest(text, changes):
+    """updateBrokerConfig's rewrite of broker.conf: read back, it is the old file with the changes over it."""
+    assert javaprops.loads(javaprops.update(text, changes)) == {**javaprops.loads(text), **changes}
