@@ -99,6 +99,14 @@ def drain(proc: Process) -> list[str]:
     return lines
 
 
+def start_namesrv(tmp: Path) -> tuple[Process, str]:
+    """A name server process on a free loopback port, its kvConfig.json in `tmp`: (it, its address)."""
+    port = free_port()
+    proc = Process(["namesrv", "start", "--listen", f"127.0.0.1:{port}", "--kv-config", str(tmp / "kv.json")],
+                   "boot success")
+    return proc, f"127.0.0.1:{port}"
+
+
 def start_broker(tmp: Path, ns: str, name: str = "broker-a", extra: str = "") -> tuple[Process, str]:
     port = free_port_pair()         # a master also listens on listenPort + 1 (HA)
     conf = tmp / f"{name}.conf"

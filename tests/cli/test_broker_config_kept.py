@@ -5,16 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import json_lines, run_cli
-from tests.servers import Process, free_port, free_port_pair, start_broker
+from tests.servers import Process, free_port_pair, start_broker, start_namesrv
 
 pytestmark = pytest.mark.slow
 
 
 def test_broker_config_set_is_kept_in_broker_conf_across_a_restart(tmp_path):
-    ns_port = free_port()
-    ns = Process(["namesrv", "start", "--listen", f"127.0.0.1:{ns_port}", "--kv-config", str(tmp_path / "kv.json")],
-                 "boot success")
-    ns_addr = f"127.0.0.1:{ns_port}"
+    ns, ns_addr = start_namesrv(tmp_path)
     broker, addr = start_broker(tmp_path, ns_addr, extra="# retention\ndeleteWhen = 04\n")
     conf = tmp_path / "broker-a.conf"
     before = conf.read_text()

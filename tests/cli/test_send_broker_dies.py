@@ -9,15 +9,12 @@ import sys
 
 import pytest
 
-from tests.servers import REPO, Process, drain, free_port, start_broker, wait_until
+from tests.servers import REPO, drain, start_broker, start_namesrv, wait_until
 
 
 @pytest.mark.slow
 def test_a_sender_names_the_broker_killed_under_it(tmp_path):
-    ns_port = free_port()
-    ns = Process(["namesrv", "start", "--listen", f"127.0.0.1:{ns_port}", "--kv-config", str(tmp_path / "kv.json")],
-                 "boot success")
-    ns_addr = f"127.0.0.1:{ns_port}"
+    ns, ns_addr = start_namesrv(tmp_path)
     broker, addr = start_broker(tmp_path, ns_addr, extra="flushDiskType=SYNC_FLUSH\n")
     drain(broker)
     sender = subprocess.Popen([sys.executable, "-m", "mqtool", "send", "-n", ns_addr, "-t", "Dies", "--count",
