@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqtool_remoting import javaprops
-from mqtool_store.configfiles import write_config
 from mqtool_store.storeconfig import check_periods, set_typed_fields
 
 DEFAULT_NAMESRV_PORT = 9876
@@ -132,17 +131,3 @@ def apply_properties(cfg: BrokerConfig, props: dict[str, str]) -> dict[str, str]
 def load_broker_conf(path: str | os.PathLike) -> dict[str, str]:
     return javaprops.loads(Path(path).read_text(encoding="utf-8"))
 
-
-def keep_in_conf(path: Path | None, changes: dict[str, str]) -> str | None:
-    """UPDATE_BROKER_CONFIG's changes written to the broker.conf the broker started with, as 4.9.8's
-    Configuration.persist writes them to its -c file, so they hold after a restart. Unlike Java's, which
-    rewrites the file with every key it knows, only the changed keys' lines change (comments, order and
-    the rest kept; the old file kept as .bak, the new one fsynced). None when kept; else the one line
-    that says they hold only until a restart."""
-    if path is None:
-        return "applied until the broker restarts: it was started without -c, so no broker.conf keeps them"
-    try:
-        write_config(path, javaprops.update(Path(path).read_text(encoding="utf-8"), changes))
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"applied until the broker restarts: not written to {path}: {getattr(exc, 'strerror', None) or exc}"
-    return None

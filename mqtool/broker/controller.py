@@ -13,7 +13,7 @@ from mqtool.broker.acl import requests as acl_requests
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
 from mqtool.broker.filters import ConsumerFilterManager
-from mqtool.broker.config import RUNTIME_KEYS, BrokerConfig, apply_properties, keep_in_conf
+from mqtool.broker.config import RUNTIME_KEYS, BrokerConfig, apply_properties
 from mqtool.broker.flushwait import FlushWaiters
 from mqtool.broker.offsets import ConsumerOffsetManager
 from mqtool.broker.pullhold import PullHoldService
@@ -22,6 +22,7 @@ from mqtool.broker.schedule import ScheduleService
 from mqtool.broker.stats import BrokerStats, timed_put
 from mqtool.broker.subscriptions import SubscriptionGroupManager
 from mqtool.broker.topics import TopicConfigManager
+from mqtool.common.conffile import keep_in_conf
 from mqtool.common.javakeys import check_keys
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand

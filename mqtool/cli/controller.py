@@ -98,6 +98,7 @@ def start(
     setup_logging(verbose)
     from mqtool.controller.server import Controller
     controller = Controller(config)
+    controller.config_file = config_file
 
     async def begin():
         await controller.start(where)
@@ -182,14 +183,17 @@ def config_set(
     value: Annotated[str, typer.Option("-v", "--value", help="New value.")],
     controller: ControllerOpt = "127.0.0.1:9878",
 ) -> None:
-    """Change one key on every listed controller, in memory (mqadmin updateControllerConfig)."""
+    """Change one key on every listed controller (mqadmin updateControllerConfig); each keeps it in the
+    config file it started with (-c)."""
     from mqtool.client.controller import split_addrs
 
     async def each(admin):
-        for a in split_addrs(controller):
-            await admin.update_config(a, {key: value})
-    run(controller, each)
+        return [(a, await admin.update_config(a, {key: value})) for a in split_addrs(controller)]
+    remarks = run(controller, each)
     console.print(f"update controller config success!{{{key}={value}}} {controller}", markup=False)
+    for a, remark in remarks:
+        if remark:
+            err_console.print(f"mqtool: warning: {a}: {remark}", markup=False)
 
 
 @app.command("clean")

@@ -54,12 +54,14 @@ def start(
     order = order_message_enable or props.get("orderMessageEnable", "").strip().lower() == "true"
     server = NameServer(kv_config or props.get("kvConfigPath") or None, order)   # reads the KV file now
     server.config.update({k: props[k] for k in ("clusterTest", "productEnvName") if k in props})
+    server.config_file = config_file
     controller = None
     if props.get("enableControllerInNamesrv", "").strip().lower() == "true":
         # NamesrvStartup: a controller from the same file, on its own address (never the name server's port)
         from mqtool.cli.controller import controller_config
         from mqtool.controller.server import Controller
         controller = Controller(controller_config(props, None, NAMESRV_KEYS))
+        controller.config_file = config_file
 
     async def begin():
         await server.start(host, port)

@@ -323,16 +323,18 @@ def namesrv_update_config(settings: Annotated[list[str], typer.Argument(help="ke
         props[k.strip()] = v
 
     async def go(a):
+        remarks = []
         for addr in a.namesrv_addrs:
-            check(await a.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG,
-                                                               body=javaprops.dumps(props).encode())),
-                  "update name server config")
-        return a.namesrv_addrs
-    for addr in run(namesrv, go):
+            resp = check(await a.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG,
+                                                                      body=javaprops.dumps(props).encode())),
+                         "update name server config")
+            remarks.append((addr, resp.remark or ""))
+        return remarks
+    for addr, remark in run(namesrv, go):
         if json_out:
-            emit_json({"namesrv": addr, "updated": props})
+            emit_json({"namesrv": addr, "updated": props, "remark": remark})
         else:
-            console.print(f"updated {', '.join(props)} on {addr}", markup=False)
+            console.print(f"updated {', '.join(props)} on {addr}" + (f" ({remark})" if remark else ""), markup=False)
 
 
 def _wire() -> None:

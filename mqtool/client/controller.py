@@ -146,7 +146,9 @@ class ControllerAdmin:
                       f"controller config from {addr}")
         return javaprops.loads(resp.body.decode("utf-8")) if resp.body else {}
 
-    async def update_config(self, addr: str, props: dict[str, str]) -> None:
+    async def update_config(self, addr: str, props: dict[str, str]) -> str:
+        """The controller's remark: "" when the change is kept in its config file."""
         body = javaprops.dumps(props).encode("utf-8")
-        _check(await self._invoke(addr, RemotingCommand.request(RequestCode.UPDATE_CONTROLLER_CONFIG, None, body)),
-               f"update controller config at {addr}")
+        resp = _check(await self._invoke(addr, RemotingCommand.request(RequestCode.UPDATE_CONTROLLER_CONFIG, None,
+                                                                       body)), f"update controller config at {addr}")
+        return resp.remark or ""

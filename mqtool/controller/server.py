@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from mqtool.common.conffile import keep_in_conf
 from mqtool.common.controllerbodies import ElectMasterResponseBody, SyncStateSet
 from mqtool.controller.config import CONFIG_BLACK_LIST, ControllerConfig, ControllerConfigError
 from mqtool.controller.liveness import LivenessTable, wall_ms
@@ -37,6 +38,7 @@ ELECT_RETRY_WAIT_S = 3.0
 class Controller:
     def __init__(self, config: ControllerConfig, clock=wall_ms):
         self.config = config
+        self.config_file = None           # the file it started with (-c): updateControllerConfig keeps changes there
         self.peers = config.peers()
         self.live = LivenessTable(clock)
         self.server = Server(self.handle, on_close=self._channel_closed)
@@ -177,7 +179,9 @@ class Controller:
         except ControllerConfigError as exc:
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         log.info("config updated by %s: %s", conn.peer, props)
-        return cmd.response(ResponseCode.SUCCESS)
+        honoured = {k: v for k, v in props.items() if k not in self.config.extra}
+        kept = keep_in_conf(self.config_file, honoured, "controller") if honoured else None
+        return cmd.response(ResponseCode.SUCCESS, kept)
 
     # scheduled (leader only), run under the state's lock
     def _alter(self, cmd):

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from mqtool.common.conffile import keep_in_conf
+from mqtool.common.javakeys import check_keys
 from mqtool.namesrv import registerbody
 from mqtool.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KVConfig, KVConfigError
 from mqtool.namesrv.routes import BROKER_CHANNEL_EXPIRED_MS, RouteTable
@@ -30,6 +32,8 @@ log = logging.getLogger("mqtool.namesrv")
 EXPIRY_SCAN_S = 10.0          # scanNotActiveBroker period
 ROWS_PER_TURN = 500           # topics of a registration read, or put into the table, per turn of the loop
 CONFIG_BLACK_LIST = {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"}
+RUNTIME_KEYS = frozenset({"orderMessageEnable", "clusterTest", "productEnvName"})   # read where they are used
+START_KEYS = frozenset({"listenPort", "enableControllerInNamesrv"})                # used when it starts only
 
 
 def _wall_ms() -> int:
@@ -86,6 +90,7 @@ class NameServer:
     def __init__(self, kv_path: str | os.PathLike | None = None, order_message_enable: bool = False,
                  clock: Callable[[], int] = _wall_ms, scan_interval_s: float = EXPIRY_SCAN_S):
         self.config = NamesrvConfig(orderMessageEnable=order_message_enable)
+        self.config_file: Path | None = None     # the namesrv.conf it started with (-c): updates are kept there
         self.kv = KVConfig(kv_path)
         self.config.kvConfigPath = str(self.kv.path)
         self.routes = RouteTable()
@@ -336,9 +341,20 @@ class NameServer:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
         if CONFIG_BLACK_LIST & props.keys():
             return cmd.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        fixed = sorted(props.keys() & START_KEYS)
+        if fixed:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"{', '.join(fixed)} cannot change while the name server "
+                                                           "runs (used when it starts): set it in namesrv.conf and restart")
+        try:
+            notes = check_keys({k: v for k, v in props.items() if k not in RUNTIME_KEYS}, list(RUNTIME_KEYS),
+                               server="name server")
+        except ValueError as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         self.config.update(props)
         log.info("config updated by %s: %s", conn.peer, props)
-        return cmd.response(ResponseCode.SUCCESS)
+        honoured = {k: v for k, v in props.items() if k in RUNTIME_KEYS}
+        kept = keep_in_conf(self.config_file, honoured, "name server") if honoured else None
+        return cmd.response(ResponseCode.SUCCESS, "; ".join(notes + [kept] if kept else notes) or None)
 
 
 _HANDLERS = {

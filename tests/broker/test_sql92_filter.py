@@ -351,7 +351,7 @@ def test_enable_property_filter_can_be_turned_on_while_the_broker_runs(tmp_path)
             addr = broker.config.broker_addr
             before = await c.invoke(addr, check_cmd(sub_json("T", EXPR)))
             assert broker.update_properties({"enablePropertyFilter": "true", "filterSupportRetry": "true"}) == [
-                "applied until the broker restarts: it was started without -c, so no broker.conf keeps them"]
+                "applied until the broker restarts: it was started without -c, so no config file keeps them"]
             after = await c.invoke(addr, check_cmd(sub_json("T", EXPR)))
             return before, after, broker.config.filterSupportRetry
     before, after, retry = asyncio.run(asyncio.wait_for(scenario(), 60))

@@ -61,7 +61,7 @@ def controller(tmp_path_factory):
     addr = f"127.0.0.1:{port}"
     wait_until("a controller leader", lambda: leader_ready(addr), 20)
     asyncio.run(two_brokers(addr))
-    yield {"addr": addr, "proc": proc}
+    yield {"addr": addr, "proc": proc, "conf": conf}
     assert proc.stop() == 0
 
 
@@ -177,6 +177,7 @@ def test_config_get_and_set(controller):
     assert ok.returncode == 0 and "update controller config success!" in ok.stdout
     assert json.loads(cli("controller", "config", "-a", addr, "--json").stdout)["config"][
         "electMasterMaxRetryCount"] == "5"
+    assert ok.stderr == "" and "electMasterMaxRetryCount=5\n" in controller["conf"].read_text()   # kept in its -c file
     black = cli("controller", "config-set", "-a", addr, "-k", "configStorePath", "-v", "/x")
     assert black.returncode == 1 and "NO_PERMISSION (16): Can not update config in black list." in black.stderr
 

@@ -258,3 +258,24 @@ def test_admin_requests(tmp_path):
         assert not c.closed.is_set()
         await c.close()
     run(scenario, tmp_path)
+
+
+def test_update_namesrv_config_keeps_what_it_honours_in_its_conf(tmp_path):
+    """updateNamesrvConfig: the keys the name server reads at run time are kept in the namesrv.conf it
+    started with (-c); a key used only at start is refused; a key it does not have is warned about."""
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("# ours\nlistenPort=9876\norderMessageEnable=false\n")
+
+    async def scenario(ns, addr):
+        ns.config_file = conf
+        c = await connect(addr)
+        upd = await c.request(req(RequestCode.UPDATE_NAMESRV_CONFIG, None,
+                                  b"orderMessageEnable=true\nproductEnvName=test\nserverWorkerThreads=16\n"))
+        assert upd.code == 0 and ns.config.orderMessageEnable and ns.config.productEnvName == "test"
+        assert "serverWorkerThreads" in upd.remark and "restarts" not in upd.remark
+        assert conf.read_text() == "# ours\nlistenPort=9876\norderMessageEnable=true\nproductEnvName=test\n"
+        fixed = await c.request(req(RequestCode.UPDATE_NAMESRV_CONFIG, None, b"listenPort=1\n"))
+        assert fixed.code == ResponseCode.SYSTEM_ERROR and "listenPort cannot change" in fixed.remark
+        assert "listenPort=9876" in conf.read_text()
+        await c.close()
+    run(scenario, tmp_path)
