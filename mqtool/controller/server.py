@@ -9,9 +9,11 @@ time: the answer is computed against the state, its events committed through Raf
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 from mqtool.common.conffile import keep_in_conf
+from mqtool.common.javakeys import check_keys
 from mqtool.common.controllerbodies import ElectMasterResponseBody, SyncStateSet
 from mqtool.controller.config import CONFIG_BLACK_LIST, ControllerConfig, ControllerConfigError
 from mqtool.controller.liveness import LivenessTable, wall_ms
@@ -174,14 +176,16 @@ class Controller:
         if fixed & props.keys():
             return cmd.response(ResponseCode.NO_PERMISSION, f"Can not update {', '.join(sorted(fixed & props.keys()))} "
                                                             "at run time: restart the controller with it")
+        known = [f.name for f in dataclasses.fields(self.config) if f.name != "extra"]
         try:
+            notes = check_keys({k: v for k, v in props.items() if k not in known}, known, server="controller")
             self.config.update(props)
-        except ControllerConfigError as exc:
+        except (ControllerConfigError, ValueError) as exc:
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         log.info("config updated by %s: %s", conn.peer, props)
-        honoured = {k: v for k, v in props.items() if k not in self.config.extra}
+        honoured = {k: v for k, v in props.items() if k in known}
         kept = keep_in_conf(self.config_file, honoured, "controller") if honoured else None
-        return cmd.response(ResponseCode.SUCCESS, kept)
+        return cmd.response(ResponseCode.SUCCESS, "; ".join(notes + [kept] if kept else notes) or None)
 
     # scheduled (leader only), run under the state's lock
     def _alter(self, cmd):
