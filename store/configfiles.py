@@ -194,14 +194,19 @@ def write_config(path: str | os.PathLike, text: str) -> None:
     main = Path(path)
     main.parent.mkdir(parents=True, exist_ok=True)
     tmp = main.with_name(main.name + ".tmp")
+    # the new file and the .bak keep the file's mode (a 0600 broker.conf stays 0600, its old text too)
+    mode = main.stat().st_mode & 0o7777 if main.exists() else None
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
+        if mode is not None:
+            os.fchmod(f.fileno(), mode)
         os.fsync(f.fileno())
-    if main.exists():
+    if mode is not None:
         bak = main.with_name(main.name + ".bak")
         old = main.read_bytes()
         with open(bak, "wb") as f:
+            os.fchmod(f.fileno(), mode)
             f.write(old)
             f.flush()
             os.fsync(f.fileno())

@@ -60,3 +60,13 @@ def test_a_journal_left_by_a_killed_broker_is_applied_in_order(tmp_path):
     assert sorted(data["topicConfigTable"]) == ["B", "C"] and data["dataVersion"]["counter"] == 3
     stats = config_stats(tmp_path)["topics"]
     assert stats["count"] == 2 and "2 changes from topics.json.journal" in stats["warnings"][0]
+
+
+def test_a_rewritten_config_file_keeps_its_mode(tmp_path):
+    main = tmp_path / "broker.conf"
+    main.write_text("brokerName=a\n")
+    main.chmod(0o600)
+    write_config(main, "brokerName=b\n")
+    assert main.read_text() == "brokerName=b\n" and main.stat().st_mode & 0o777 == 0o600
+    bak = tmp_path / "broker.conf.bak"
+    assert bak.read_text() == "brokerName=a\n" and bak.stat().st_mode & 0o777 == 0o600
