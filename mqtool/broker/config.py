@@ -101,10 +101,11 @@ class BrokerConfig:
 
 
 # The keys UPDATE_BROKER_CONFIG (mqadmin updateBrokerConfig) changes on a running broker: each is read
-# where it is used, so the new value counts from the next request, put, flush or check. Every other
-# key is used when the broker starts (a listen port, a path, a role, a file size, what is created at
-# start): changed at run time it would take effect nowhere (mqtool does not rewrite broker.conf), or
-# worse (a listenPort the broker would register without listening on it), so it is refused.
+# where it is used, so the new value counts from the next request, put, flush or check, and is kept in
+# the -c broker.conf for the next start (mqtool/common/conffile.py). Every other key is used when the
+# broker starts (a listen port, a path, a role, a file size, what is created at start): changed at run
+# time it would take effect nowhere until a restart, or worse (a listenPort the broker would register
+# without listening on it), so it is refused: set it in broker.conf and restart.
 RUNTIME_KEYS = frozenset("""
     brokerPermission defaultTopicQueueNums longPollingEnable shortPollingTimeMills notifyConsumerIdsChangedEnable
     transactionTimeOut transactionCheckMax transactionCheckInterval flushConsumerOffsetInterval
