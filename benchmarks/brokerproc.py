@@ -87,26 +87,60 @@ def tree_env(tree: Path, tmp: Path) -> dict:
     return {**os.environ, "PYTHONPATH": str(links)}
 
 
+def _ports() -> tuple[int, int]:
+    """A broker's listenPort and its embedded name server's port, none of the broker's three ports
+    (listenPort - 2, listenPort, listenPort + 1) shared with the name server's."""
+    port = free_port_pair()
+    while True:
+        ns_port = free_port_pair()
+        if abs(ns_port - port) > 3:
+            return port, ns_port
+
+
+def _boot(cmd: list[str], tree: Path | None, env: dict | None, boot_timeout: float) -> tuple[subprocess.Popen, str]:
+    """Start `cmd` and read its stderr until "boot success": (the process, "") once booted, or
+    (the ended process, its last log line) if it ended first. Past `boot_timeout` it is killed."""
+    proc = subprocess.Popen(cmd, cwd=tree or REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    deadline, last = time.monotonic() + boot_timeout, ""
+    while True:
+        line = proc.stderr.readline()
+        if "boot success" in line:
+            return proc, ""
+        last = line.strip() or last
+        if not line and proc.poll() is not None:
+            return proc, last
+        if time.monotonic() > deadline:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+            return proc, f"no boot success in {boot_timeout:.0f} s; last line: {last}"
+
+
 @contextmanager
 def broker_process(*extra: str, prefix: str = "mqtool-bench-", boot_timeout: float = 60.0, tree: Path | None = None):
     """`python -m mqtool broker start` on free ports with `extra` options; yields once it logged
-    "boot success" (its stderr then stays readable as `proc.stderr`). Afterwards: SIGTERM to its
-    PID, SIGKILL if it has not ended in 30 s, and its store removed. With `tree`, the broker is
-    that checkout's (`tree_env`)."""
+    "boot success" (its stderr then stays readable as `proc.stderr`). A port taken between choosing
+    it and the broker binding it (another process got there first) means new ports, up to 3 tries.
+    Afterwards: SIGTERM to its PID, SIGKILL if it has not ended in 30 s, and its store removed.
+    With `tree`, the broker is that checkout's (`tree_env`)."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
-    port, ns_port = free_port_pair(), free_port_pair()
     env = tree_env(tree, tmp) if tree else None
-    proc = subprocess.Popen([sys.executable, "-m", "mqtool", "broker", "start", "--listen", f"127.0.0.1:{port}",
-                             "--store-dir", str(tmp / "store"), "--embedded-namesrv", f"127.0.0.1:{ns_port}", *extra],
-                            cwd=tree or REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + boot_timeout
-        while True:
-            line = proc.stderr.readline()
-            if "boot success" in line:
+        for attempt in range(3):
+            port, ns_port = _ports()
+            proc, why = _boot([sys.executable, "-m", "mqtool", "broker", "start", "--listen", f"127.0.0.1:{port}",
+                               "--store-dir", str(tmp / "store"), "--embedded-namesrv", f"127.0.0.1:{ns_port}",
+                               *extra], tree, env, boot_timeout)
+            if not why:
                 break
-            if (not line and proc.poll() is not None) or time.monotonic() > deadline:
-                raise SystemExit(f"the broker did not start (exit {proc.poll()})")
+            proc.stderr.close()
+            if "address already in use" not in why or attempt == 2:
+                raise SystemExit(f"the broker did not start (exit {proc.returncode}): {why}")
+            shutil.rmtree(tmp / "store", ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:
         yield BrokerProcess(proc, port, f"127.0.0.1:{ns_port}", tmp)
     finally:
         if proc.poll() is None:

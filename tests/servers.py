@@ -99,31 +99,41 @@ def drain(proc: Process) -> list[str]:
     return lines
 
 
+def on_free_ports(choose, args_for) -> tuple[Process, int]:
+    """A server started with `args_for(port)` on `port = choose()`, booted: (it, port). A port can be
+    taken between choosing it and the server binding it (by any process on the machine), so a server
+    that ends saying "address already in use" is started again on a new port, up to 3 tries."""
+    for attempt in range(3):
+        port = choose()
+        try:
+            return Process(args_for(port), "boot success"), port
+        except AssertionError as exc:
+            if "address already in use" not in str(exc) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def start_namesrv(tmp: Path) -> tuple[Process, str]:
     """A name server process on a free loopback port, its kvConfig.json in `tmp`: (it, its address)."""
-    port = free_port()
-    proc = Process(["namesrv", "start", "--listen", f"127.0.0.1:{port}", "--kv-config", str(tmp / "kv.json")],
-                   "boot success")
+    proc, port = on_free_ports(free_port, lambda port: ["namesrv", "start", "--listen", f"127.0.0.1:{port}",
+                                                        "--kv-config", str(tmp / "kv.json")])
     return proc, f"127.0.0.1:{port}"
 
 
 def start_broker(tmp: Path, ns: str, name: str = "broker-a", extra: str = "") -> tuple[Process, str]:
-    port = free_port_pair()         # a master also listens on listenPort + 1 (HA)
     conf = tmp / f"{name}.conf"
     conf.write_text(f"brokerClusterName=DefaultCluster\nbrokerName={name}\nmessageDelayLevel={FAST_LEVELS}\n"
                     f"transactionCheckInterval=1000\ntransactionTimeOut=500\n{extra}")
-    proc = Process(["broker", "start", "-n", ns, "-c", str(conf), "--listen", f"127.0.0.1:{port}",
-                    "--store-dir", str(tmp / f"store-{name}")], "boot success")
+    proc, port = on_free_ports(free_port_pair,          # a master also listens on listenPort + 1 (HA)
+                               lambda port: ["broker", "start", "-n", ns, "-c", str(conf), "--listen",
+                                             f"127.0.0.1:{port}", "--store-dir", str(tmp / f"store-{name}")])
     return proc, f"127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cluster")
-    ns_port = free_port()
-    ns = Process(["namesrv", "start", "--listen", f"127.0.0.1:{ns_port}", "--kv-config", str(tmp / "kv.json")],
-                 "boot success")
-    ns_addr = f"127.0.0.1:{ns_port}"
+    ns, ns_addr = start_namesrv(tmp)
     broker, broker_addr = start_broker(tmp, ns_addr)
     yield {"namesrv": ns_addr, "broker": broker_addr, "tmp": tmp, "broker_proc": broker}
     assert broker.stop() == 0

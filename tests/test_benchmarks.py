@@ -21,3 +21,33 @@ def test_benchmark_quick_mode(script):
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "skipped" in result or "baseline" in result
+
+
+def test_a_benchmark_broker_whose_port_was_taken_starts_on_new_ports(monkeypatch):
+    """The quick run of consumer_drain.py failed in CI with "the broker did not start (exit 1)": a
+    port chosen free was taken before the broker bound it. broker_process now tries new ports."""
+    import socket
+    monkeypatch.syspath_prepend(str(BENCH))
+    import brokerproc
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    first = taken.getsockname()[1]
+    chosen = iter([first - 1])              # the HA port (listenPort + 1) is the taken one
+    real = brokerproc.free_port_pair
+    monkeypatch.setattr(brokerproc, "free_port_pair", lambda: next(chosen, None) or real())
+    try:
+        with brokerproc.broker_process() as broker:
+            assert broker.port != first - 1
+            with socket.create_connection(("127.0.0.1", broker.port), timeout=5):
+                pass
+    finally:
+        taken.close()
+
+
+def test_a_benchmark_broker_that_cannot_start_says_why(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import brokerproc
+    with pytest.raises(SystemExit, match=r"did not start \(exit 2\): .*No such option: --no-such-option"):
+        with brokerproc.broker_process("--no-such-option"):
+            pass

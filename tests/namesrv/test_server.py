@@ -279,3 +279,22 @@ def test_update_namesrv_config_keeps_what_it_honours_in_its_conf(tmp_path):
         assert "listenPort=9876" in conf.read_text()
         await c.close()
     run(scenario, tmp_path)
+
+
+def test_a_test_name_server_whose_port_was_taken_starts_on_a_new_port(tmp_path, monkeypatch):
+    """tests/servers.py starts servers on ports chosen free; one taken before the server binds it
+    (by any process on the machine) must not fail the test that asked for a server."""
+    import socket
+    from tests import servers
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = iter([taken.getsockname()[1]])
+        real = servers.free_port
+        monkeypatch.setattr(servers, "free_port", lambda: next(ports, None) or real())
+        proc, addr = servers.start_namesrv(tmp_path)
+        try:
+            assert addr != f"127.0.0.1:{taken.getsockname()[1]}"
+            socket.create_connection(("127.0.0.1", int(addr.rpartition(":")[2])), timeout=5).close()
+        finally:
+            assert proc.stop() == 0
