@@ -8,7 +8,7 @@ import typer
 
 from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import UsageError, err_console
-from mqtool.cli.output import console, emit_json, fmt_time, parse_time, table
+from mqtool.cli.output import console, emit_json, fmt_time, parse_time, report_config_change, table
 from mqtool.cli.send import NamesrvOpt
 
 JsonOpt = Annotated[bool, typer.Option("--json")]
@@ -393,11 +393,12 @@ def broker_config_set(broker: Annotated[str, typer.Option("-b", "--broker")],
         if not sep or not k:
             raise UsageError(f"settings must be key=value, not {p!r}")
         props[k] = v
-    remark = run(namesrv, lambda a: a.set_broker_config(broker, props))
-    if json_out:
-        emit_json({"broker": broker, "updated": props, "remark": remark})
-    else:
-        console.print(f"updated {', '.join(props)} on {broker}" + (f" ({remark})" if remark else ""))
+
+    async def go(a):
+        have = await a.broker_config(broker)      # its keys: a key it lacks is one it ignores
+        return have, await a.set_broker_config(broker, props)
+    have, remark = run(namesrv, go)
+    report_config_change("broker", broker, props, have, remark, json_out)
 
 
 @namesrv_admin_app.command("config")

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from mqtool.cli.auth import with_credentials
-from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, UsageError, err_console, register_lazy
+from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, NothingChanged, UsageError, err_console, register_lazy
 from mqtool.cli.output import console, emit_json, table
 from mqtool.cli.send import NamesrvOpt
 from mqtool.cli.serve import parse_listen, run_until_signal, setup_logging
@@ -188,10 +188,16 @@ def config_set(
     from mqtool.client.controller import split_addrs
 
     async def each(admin):
-        return [(a, await admin.update_config(a, {key: value})) for a in split_addrs(controller)]
-    remarks = run(controller, each)
+        answers = []
+        for a in split_addrs(controller):
+            have = await admin.config(a)            # its keys: a key it lacks is one it ignores
+            answers.append((a, key in have, await admin.update_config(a, {key: value})))
+        return answers
+    answers = run(controller, each)
+    if not any(taken for _, taken, _ in answers):
+        raise NothingChanged(f"nothing updated on {controller}: {answers[0][2] or f'it has no {key}'}")
     console.print(f"update controller config success!{{{key}={value}}} {controller}", markup=False)
-    for a, remark in remarks:
+    for a, _, remark in answers:
         if remark:
             err_console.print(f"mqtool: warning: {a}: {remark}", markup=False)
 

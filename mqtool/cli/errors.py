@@ -37,8 +37,13 @@ class StartError(Exception):
     """A server that could not start (a port in use, a store it cannot open): exit 1, like a failed operation."""
 
 
+class NothingChanged(Exception):
+    """A change a server took none of (every key one it does not have): exit 1, it did nothing."""
+
+
 register(UsageError, EXIT_USAGE)
 register(StartError, EXIT_PROBLEMS)
+register(NothingChanged, EXIT_PROBLEMS)
 
 
 # Errors of modules the CLI may never load (loading them costs start-up time): looked up only when

@@ -9,7 +9,7 @@ import typer
 from mqtool.cli.admin import JsonOpt, out_rows, run
 from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import UsageError, err_console
-from mqtool.cli.output import console, emit_json, fmt_time
+from mqtool.cli.output import console, emit_json, fmt_time, report_config_change
 from mqtool.cli.send import NamesrvOpt
 
 BrokerOpt = Annotated[Optional[str], typer.Option("-b", "--broker", help="Broker address HOST:PORT.")]
@@ -323,18 +323,18 @@ def namesrv_update_config(settings: Annotated[list[str], typer.Argument(help="ke
         props[k.strip()] = v
 
     async def go(a):
-        remarks = []
+        answers = []
         for addr in a.namesrv_addrs:
+            got = check(await a.invoke(addr, RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG)),
+                        "name server config")          # its keys: a key it lacks is one it ignores
+            have = javaprops.loads(got.body.decode("utf-8", "replace"))
             resp = check(await a.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG,
                                                                       body=javaprops.dumps(props).encode())),
                          "update name server config")
-            remarks.append((addr, resp.remark or ""))
-        return remarks
-    for addr, remark in run(namesrv, go):
-        if json_out:
-            emit_json({"namesrv": addr, "updated": props, "remark": remark})
-        else:
-            console.print(f"updated {', '.join(props)} on {addr}" + (f" ({remark})" if remark else ""), markup=False)
+            answers.append((addr, have, resp.remark or ""))
+        return answers
+    for addr, have, remark in run(namesrv, go):
+        report_config_change("namesrv", addr, props, have, remark, json_out)
 
 
 def _wire() -> None:

@@ -114,3 +114,19 @@ def check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
     if value not in choices:
         raise UsageError(f"{option} must be one of {', '.join(choices)}, not {value!r}")
     return value
+
+
+def report_config_change(what: str, addr: str, props: dict[str, str], have: dict[str, str], remark: str,
+                         json_out: bool) -> None:
+    """What a config update (updateBrokerConfig, updateNamesrvConfig) did on `addr`: the keys of
+    `props` that `have` (its config read just before) holds were updated, the others ignored; the
+    server's remark says why. NothingChanged when it took none of them."""
+    from mqtool.cli.errors import NothingChanged
+    updated = {k: v for k, v in props.items() if k in have}
+    ignored = [k for k in props if k not in have]
+    if json_out:
+        emit_json({what: addr, "updated": updated, "ignored": ignored, "remark": remark})
+    elif updated:
+        console.print(f"updated {', '.join(updated)} on {addr}" + (f" ({remark})" if remark else ""), markup=False)
+    if not updated:
+        raise NothingChanged(f"nothing updated on {addr}: {remark or 'it has none of ' + ', '.join(ignored)}")

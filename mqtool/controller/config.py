@@ -7,7 +7,7 @@ needs a port of its own beside it: the peer port + RAFT_PORT_OFFSET.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from mqtool_remoting.transport import parse_addr
@@ -32,7 +32,6 @@ class ControllerConfig:
     scanNotActiveBrokerInterval: int = 5000
     scanInactiveMasterInterval: int = 5000
     electMasterMaxRetryCount: int = 3
-    extra: dict[str, str] = field(default_factory=dict)     # other keys an admin set through 1009, kept as text
 
     @property
     def store_path(self) -> Path:
@@ -66,12 +65,12 @@ class ControllerConfig:
         return self.peers()[self.controllerDLegerSelfId]
 
     def update(self, props: dict[str, str]) -> None:
-        """Set the keys this config has from property text; other keys are kept in `extra`."""
-        fields = {f.name: f for f in dataclasses.fields(self) if f.name != "extra"}
+        """Set the keys this config has from property text; other keys are left out, as Java's
+        Configuration.update merges only the keys its configs have."""
+        fields = {f.name: f for f in dataclasses.fields(self)}
         for key, raw in props.items():
             f = fields.get(key)
             if f is None:
-                self.extra[key] = raw
                 continue
             raw = raw.strip()
             if f.type == "bool":
@@ -86,15 +85,14 @@ class ControllerConfig:
             setattr(self, key, value)
 
     def to_properties(self) -> dict[str, str]:
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["controllerStorePath"] = str(self.store_path)
         out["controllerType"] = "DLedger"
         out["configBlackList"] = ";".join(sorted(CONFIG_BLACK_LIST - {"rocketmqHome"}))
-        out.update(self.extra)
         return {k: (("true" if v else "false") if isinstance(v, bool) else str(v)) for k, v in sorted(out.items())}
 
 
-CONTROLLER_KEYS = [f.name for f in dataclasses.fields(ControllerConfig) if f.name != "extra"]
+CONTROLLER_KEYS = [f.name for f in dataclasses.fields(ControllerConfig)]
 
 
 def load(props: dict[str, str], also_known: tuple[str, ...] = ()) -> tuple[ControllerConfig, list[str]]:

@@ -9,13 +9,12 @@ time: the answer is computed against the state, its events committed through Raf
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 
 from mqtool.common.conffile import keep_in_conf
 from mqtool.common.javakeys import check_keys
 from mqtool.common.controllerbodies import ElectMasterResponseBody, SyncStateSet
-from mqtool.controller.config import CONFIG_BLACK_LIST, ControllerConfig, ControllerConfigError
+from mqtool.controller.config import CONFIG_BLACK_LIST, CONTROLLER_KEYS, ControllerConfig, ControllerConfigError
 from mqtool.controller.liveness import LivenessTable, wall_ms
 from mqtool.controller.raft import CommitError, RaftBindError, RaftNode
 from mqtool.controller.state import Result
@@ -176,7 +175,7 @@ class Controller:
         if fixed & props.keys():
             return cmd.response(ResponseCode.NO_PERMISSION, f"Can not update {', '.join(sorted(fixed & props.keys()))} "
                                                             "at run time: restart the controller with it")
-        known = [f.name for f in dataclasses.fields(self.config) if f.name != "extra"]
+        known = CONTROLLER_KEYS
         try:
             notes = check_keys({k: v for k, v in props.items() if k not in known}, known, server="controller")
             self.config.update(props)

@@ -8,7 +8,7 @@ import logging
 import os
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -48,22 +48,21 @@ class NamesrvConfig:
     clusterTest: bool = False
     productEnvName: str = "center"
     listenPort: int = DEFAULT_NAMESRV_PORT
-    extra: dict[str, str] = field(default_factory=dict)    # unknown keys an admin set, kept as text
 
     def to_properties(self) -> str:
         items = {"clusterTest": self.clusterTest, "configBlackList": ";".join(sorted(CONFIG_BLACK_LIST)),
                  "kvConfigPath": self.kvConfigPath, "listenPort": self.listenPort,
-                 "orderMessageEnable": self.orderMessageEnable, "productEnvName": self.productEnvName, **self.extra}
+                 "orderMessageEnable": self.orderMessageEnable, "productEnvName": self.productEnvName}
         return "".join(f"{k}={_prop(v)}\n" for k, v in items.items())
 
     def update(self, props: dict[str, str]) -> None:
+        """Set the RUNTIME_KEYS of `props`; any other key is left out, as Java's Configuration.update
+        merges only the keys its configs have (a key shown by GET_NAMESRV_CONFIG is one it honours)."""
         for k, v in props.items():
             if k in ("orderMessageEnable", "clusterTest"):
                 setattr(self, k, v.strip().lower() == "true")
             elif k == "productEnvName":
                 self.productEnvName = v
-            else:
-                self.extra[k] = v
 
 
 def _prop(v) -> str:

@@ -54,7 +54,7 @@ def test_operator_commands(cluster):  # noqa: F811
         assert run_cli("broker", cmd, "-n", ns, "-b", broker, check=True).returncode == 0
     updated = json_lines(run_cli("namesrv", "update-config", "-n", ns, "orderMessageEnable=true", "--json",
                                  check=True).stdout)
-    assert updated == [{"namesrv": ns, "updated": {"orderMessageEnable": "true"}, "remark": (
+    assert updated == [{"namesrv": ns, "updated": {"orderMessageEnable": "true"}, "ignored": [], "remark": (
         "applied until the name server restarts: it was started without -c, so no config file keeps them")}]
     assert json_lines(run_cli("namesrv", "config", "-n", ns, "--json", check=True).stdout)[0][
         "orderMessageEnable"] == "true"

@@ -179,7 +179,10 @@ def test_config_get_and_set(controller):
         "electMasterMaxRetryCount"] == "5"
     assert ok.stderr == "" and "electMasterMaxRetryCount=5\n" in controller["conf"].read_text()   # kept in its -c file
     typo = cli("controller", "config-set", "-a", addr, "-k", "electMasterMaxRetryCnt", "-v", "4")
-    assert typo.returncode == 0 and "did you mean 'electMasterMaxRetryCount'" in typo.stderr
+    assert typo.returncode == 1 and "update controller config success" not in typo.stdout
+    assert typo.stderr.count("\n") == 1 and typo.stderr.startswith(f"mqtool: error: nothing updated on {addr}: ")
+    assert "did you mean 'electMasterMaxRetryCount'" in typo.stderr
+    assert "electMasterMaxRetryCnt" not in json.loads(cli("controller", "config", "-a", addr, "--json").stdout)["config"]
     assert "electMasterMaxRetryCnt" not in controller["conf"].read_text()
     black = cli("controller", "config-set", "-a", addr, "-k", "configStorePath", "-v", "/x")
     assert black.returncode == 1 and "NO_PERMISSION (16): Can not update config in black list." in black.stderr

@@ -274,6 +274,8 @@ def test_update_namesrv_config_keeps_what_it_honours_in_its_conf(tmp_path):
         assert upd.code == 0 and ns.config.orderMessageEnable and ns.config.productEnvName == "test"
         assert "serverWorkerThreads" in upd.remark and "restarts" not in upd.remark
         assert conf.read_text() == "# ours\nlistenPort=9876\norderMessageEnable=true\nproductEnvName=test\n"
+        shown = await c.request(req(RequestCode.GET_NAMESRV_CONFIG))
+        assert "serverWorkerThreads" not in shown.body.decode()       # not shown as if it were set
         fixed = await c.request(req(RequestCode.UPDATE_NAMESRV_CONFIG, None, b"listenPort=1\n"))
         assert fixed.code == ResponseCode.SYSTEM_ERROR and "listenPort cannot change" in fixed.remark
         assert "listenPort=9876" in conf.read_text()
