@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,29 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from tests.ports import free_port, free_port_pair  # noqa: E402,F401 - this folder's scripts take them from here
 CLK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_port_pair() -> int:
-    """A broker's listenPort with listenPort + 1 (the HA port) and listenPort - 2 (the fast port) free too."""
-    for _ in range(50):
-        port = free_port()
-        if not 2 < port < 65535:
-            continue
-        try:
-            with socket.socket() as below, socket.socket() as after:
-                below.bind(("127.0.0.1", port - 2))
-                after.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no free listenPort - 2, listenPort, listenPort + 1")
 
 
 def rss_anon_kib(pid: int) -> int:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -12,32 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port, free_port_pair  # noqa: F401 - the tests take them from here
+
 REPO = Path(__file__).parent.parent
 
 # Short delay levels so retries and delayed messages arrive within the test's time.
 FAST_LEVELS = "1s 2s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_port_pair() -> int:
-    """A broker's listenPort: the port after it is free too (a master's HA port, listenPort + 1), and
-    so is the one two below it (every broker's fast port, listenPort - 2)."""
-    for _ in range(50):
-        port = free_port()
-        if 2 < port < 65535:
-            try:
-                with socket.socket() as below, socket.socket() as after:
-                    below.bind(("127.0.0.1", port - 2))
-                    after.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no free listenPort - 2, listenPort, listenPort + 1 on 127.0.0.1")
 
 
 def wait_until(what: str, check, timeout: float = 30, every: float = 0.05):
