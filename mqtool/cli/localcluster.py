@@ -1,4 +1,5 @@
-"""`mqtool cluster start` and `mqtool cluster status`: a local cluster in one command, and what runs where."""
+"""`mqtool cluster start`, `status` and `stop`: a local cluster in one command, what runs where, and
+its stop from another terminal."""
 from __future__ import annotations
 
 import os
@@ -13,6 +14,7 @@ from mqtool.cli.output import console, emit_json, table
 
 register_lazy("mqtool.cluster.plan", "ClusterInputError", EXIT_USAGE)
 register_lazy("mqtool.cluster.supervisor", "ClusterStartError", EXIT_PROBLEMS)
+register_lazy("mqtool.cluster.state", "ClusterStopError", EXIT_PROBLEMS)
 
 StoreDirOpt = Annotated[Path, typer.Option("--store-dir", help="Where every process keeps its config, log and "
                                                                 "store, and cluster.json.")]
@@ -81,10 +83,9 @@ def cluster_start(
         console.print("Stopped: every process exited cleanly.", markup=False)
 
 
-def cluster_status(store_dir: StoreDirOpt = Path("~/mqtool-cluster"), json_out: JsonOpt = False) -> None:
-    """What a `cluster start` runs where: each process's pid and whether it is alive, and the brokerId the
-    name server has for each broker address (0: the master)."""
-    from mqtool.cluster.state import pid_alive, read_state, state_path
+def _state(store_dir: Path) -> dict:
+    """The store dir's cluster.json; UsageError when there is none or it is not one."""
+    from mqtool.cluster.state import read_state, state_path
     try:
         state = read_state(store_dir)
     except ValueError as exc:
@@ -92,6 +93,50 @@ def cluster_status(store_dir: StoreDirOpt = Path("~/mqtool-cluster"), json_out: 
     if state is None:
         raise UsageError(f"no cluster in {store_dir} ({state_path(store_dir)} does not exist): "
                          "start one with `mqtool cluster start --store-dir DIR`")
+    return state
+
+
+def cluster_stop(store_dir: StoreDirOpt = Path("~/mqtool-cluster"),
+                 timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for every process to "
+                                                        "exit.")] = 90.0,
+                 json_out: JsonOpt = False) -> None:
+    """Stop the `cluster start` running from --store-dir, from another terminal, as its Ctrl-C does (as
+    mqshutdown stops a broker): SIGTERM to its supervisor, which stops the brokers, then the name server."""
+    import signal
+    import time
+
+    from mqtool.cluster.state import ClusterStopError, is_supervisor, pid_running, read_state, state_path
+    state = _state(store_dir)
+    where = state_path(store_dir).parent
+    pid = state.get("supervisor_pid")
+    if state.get("status") != "running" or not pid_running(pid):
+        raise ClusterStopError(f"no cluster runs from {where} (supervisor pid {pid} is not running)")
+    if not is_supervisor(pid):
+        raise ClusterStopError(f"no cluster runs from {where}: pid {pid} is now another program, left alone")
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    with console.status(f"stopping the cluster from {where} (supervisor pid {pid})"):
+        while pid_running(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    if pid_running(pid):
+        raise ClusterStopError(f"the cluster from {where} (supervisor pid {pid}) has not stopped within "
+                               f"{timeout:g} s; it is still stopping, or see its output")
+    after = read_state(store_dir) or {}
+    problems = after.get("problems", []) if after.get("status") == "stopped" else \
+        [f"its supervisor (pid {pid}) ended without saying how its processes stopped"]
+    if json_out:
+        emit_json({"store_dir": str(where), "supervisor_pid": pid, "stopped": not problems, "problems": problems})
+    if problems:
+        raise ClusterStopError(f"the cluster from {where} stopped, not cleanly: {'; '.join(problems)}")
+    if not json_out:
+        console.print(f"stopped the cluster from {where}: every process exited cleanly", markup=False)
+
+
+def cluster_status(store_dir: StoreDirOpt = Path("~/mqtool-cluster"), json_out: JsonOpt = False) -> None:
+    """What a `cluster start` runs where: each process's pid and whether it is alive, and the brokerId the
+    name server has for each broker address (0: the master)."""
+    from mqtool.cluster.state import pid_alive, state_path
+    state = _state(store_dir)
     supervisor = state.get("supervisor_pid")
     running = state.get("status") == "running" and pid_alive(supervisor)
     registered = _registered(state.get("namesrv")) if running else {}

@@ -365,6 +365,7 @@ def _wire() -> None:
     admin.cluster_app.command("stats")(stats_all)
     admin.cluster_app.command("start")(localcluster.cluster_start)
     admin.cluster_app.command("status")(localcluster.cluster_status)
+    admin.cluster_app.command("stop")(localcluster.cluster_stop)
     admin.producer_app.command("list")(producer_list)
 
 

@@ -11,6 +11,10 @@ from pathlib import Path
 STATE_FILE = "cluster.json"
 
 
+class ClusterStopError(Exception):
+    """`cluster stop` found nothing to stop, or the cluster did not stop cleanly."""
+
+
 def state_path(store_dir: Path) -> Path:
     return Path(store_dir).expanduser().absolute() / STATE_FILE
 
@@ -48,3 +52,25 @@ def pid_alive(pid: int | None) -> bool:
     except PermissionError:         # alive, someone else's
         return True
     return True
+
+
+def pid_running(pid: int | None) -> bool:
+    """pid_alive, and not a zombie its parent has yet to reap (it has ended)."""
+    if not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True             # no /proc here: kill(pid, 0) is all there is
+
+
+def is_supervisor(pid: int) -> bool:
+    """Whether process `pid` runs `mqtool cluster start` (a state file's pid may since have gone to
+    another process); True where /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().decode("utf-8", "replace").split("\0")
+    except OSError:
+        return True
+    return any("mqtool" in a for a in args) and "cluster" in args and "start" in args

@@ -226,18 +226,21 @@ class Supervisor:
                 if not quiet:
                     self.report({"event": "stopped", "key": child.member.key, "pid": child.pid})
         if any(c.proc is not None for c in self.children):
-            self.save("stopped")
+            self.save("stopped", problems)
         return problems
 
     # -- state ---------------------------------------------------------------------------------------
     def rows(self) -> list[dict]:
         return rows_of(self.plan, {c.member.key: c.pid for c in self.children})
 
-    def save(self, status: str) -> None:
-        write_state(self.plan.store_dir, {
-            "status": status, "supervisor_pid": os.getpid(), "namesrv": self.plan.namesrv_addr,
-            "controller": self.plan.controller, "groups": self.plan.groups, "replicas": self.plan.replicas,
-            "updated": int(time.time() * 1000), "processes": self.rows()})
+    def save(self, status: str, problems: list[str] | None = None) -> None:
+        """cluster.json now; at the stop, `problems` says what did not stop cleanly (for `cluster stop`)."""
+        state = {"status": status, "supervisor_pid": os.getpid(), "namesrv": self.plan.namesrv_addr,
+                 "controller": self.plan.controller, "groups": self.plan.groups, "replicas": self.plan.replicas,
+                 "updated": int(time.time() * 1000), "processes": self.rows()}
+        if problems is not None:
+            state["problems"] = problems
+        write_state(self.plan.store_dir, state)
 
 
 def rows_of(plan: Plan, pids: dict[str, int | None]) -> list[dict]:

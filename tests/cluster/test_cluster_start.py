@@ -2,6 +2,7 @@
 supervised, restarted after a SIGKILL, stopped cleanly by SIGINT; and bad input in one line."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -239,3 +240,50 @@ def test_two_replicas_elect_a_master_and_fail_over_after_a_sigkill(tmp_path):
     assert not [p for p in pids if pid_alive(p)]
     for name in ("broker-a-0", "broker-a-1"):
         assert not (store / name / "store" / "abort").exists(), name
+
+
+@pytest.mark.slow
+def test_cluster_stop_from_another_terminal_stops_it_cleanly(tmp_path):
+    store = tmp_path / "cluster"
+    cluster = Supervised("--groups", "1", "--namesrv", f"127.0.0.1:{free_port()}", "--base-port",
+                         str(free_base_port(1)), "--store-dir", str(store))
+    try:
+        wait_until("the cluster's table", lambda: cluster.saw("Running.") or cluster.proc.poll() is not None, 120)
+        assert cluster.proc.poll() is None, "".join(cluster.err)
+        pids = [int(r[4]) for r in cluster.rows().values()]
+        stop = run_cli("cluster", "stop", "--store-dir", str(store), "--json")
+        assert stop.returncode == 0, stop.stderr
+        assert json_lines(stop.stdout) == [{"store_dir": str(store), "supervisor_pid": cluster.proc.pid,
+                                            "stopped": True, "problems": []}]
+        assert cluster.proc.wait(10) == 0                   # it had ended by the time stop answered
+    finally:
+        cluster.kill()
+    assert cluster.saw("Stopped: every process exited cleanly.")
+    assert not [p for p in pids if pid_alive(p)]
+    assert not (store / "broker-a-0" / "store" / "abort").exists()
+    saved = json.loads((store / "cluster.json").read_text())
+    assert saved["status"] == "stopped" and saved["problems"] == []      # what `cluster stop` reads
+    again = run_cli("cluster", "stop", "--store-dir", str(store))
+    assert again.returncode == 1 and again.stderr.strip().splitlines() == [
+        f"mqtool: error: no cluster runs from {store} (supervisor pid {cluster.proc.pid} is not running)"]
+
+
+def test_cluster_stop_leaves_alone_a_pid_that_is_now_another_program(tmp_path):
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        (tmp_path / "cluster.json").write_text(json.dumps({"status": "running", "supervisor_pid": other.pid,
+                                                           "processes": []}))
+        proc = run_cli("cluster", "stop", "--store-dir", str(tmp_path))
+        assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [
+            f"mqtool: error: no cluster runs from {tmp_path}: pid {other.pid} is now another program, left alone"]
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait(5)
+
+
+def test_cluster_stop_without_a_cluster_is_one_line(tmp_path):
+    proc = run_cli("cluster", "stop", "--store-dir", str(tmp_path))
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        (f"mqtool: error: no cluster in {tmp_path} ({tmp_path / 'cluster.json'} does not exist): "
+         "start one with `mqtool cluster start --store-dir DIR`")]
