@@ -42,7 +42,7 @@ def cluster_start(
     import threading
 
     from mqtool.cluster.plan import plan_cluster, write_files
-    from mqtool.cluster.state import pid_alive, read_state
+    from mqtool.cluster.state import is_supervisor, pid_running, read_state
     from mqtool.cluster.supervisor import Supervisor
     template = _read_template(config_file) if config_file is not None else {}
     plan = plan_cluster(groups if groups is not None else (os.cpu_count() or 1), replicas, store_dir, namesrv,
@@ -51,8 +51,8 @@ def cluster_start(
         old = read_state(plan.store_dir)
     except ValueError:
         old = None                  # a broken state file is rewritten
-    if old and old.get("status") == "running" and pid_alive(old.get("supervisor_pid")) \
-            and old.get("supervisor_pid") != os.getpid():
+    if old and old.get("status") == "running" and pid_running(old.get("supervisor_pid")) \
+            and old.get("supervisor_pid") != os.getpid() and is_supervisor(old["supervisor_pid"]):
         raise UsageError(f"a cluster already runs from {plan.store_dir} (supervisor pid {old['supervisor_pid']}): "
                          "stop it first, or give another --store-dir")
     if plan.ignored:

@@ -287,3 +287,25 @@ def test_cluster_stop_without_a_cluster_is_one_line(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         (f"mqtool: error: no cluster in {tmp_path} ({tmp_path / 'cluster.json'} does not exist): "
          "start one with `mqtool cluster start --store-dir DIR`")]
+
+
+def test_cluster_start_refuses_a_store_dir_a_live_cluster_runs_from_but_not_one_whose_pid_was_reused(tmp_path):
+    """cluster.json names a supervisor pid; only a process that is `mqtool cluster start` makes start refuse."""
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "mqtool", "cluster", "start"])
+    reused = subprocess.Popen(["sleep", "60"])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", free_port()))
+        taken.listen()
+        ns = f"127.0.0.1:{taken.getsockname()[1]}"        # a busy name server port: a start stops at its check
+        try:
+            for pid, said in ((running.pid, f"a cluster already runs from {tmp_path} (supervisor pid {running.pid})"),
+                              (reused.pid, "(namesrv) is in use")):
+                (tmp_path / "cluster.json").write_text(json.dumps({"status": "running", "supervisor_pid": pid,
+                                                                   "processes": []}))
+                proc = run_cli("cluster", "start", "--groups", "1", "--namesrv", ns, "--base-port",
+                               str(free_base_port(1)), "--store-dir", str(tmp_path))
+                assert proc.returncode != 0 and said in proc.stderr, proc.stderr
+        finally:
+            for p in (running, reused):
+                p.kill()
+                p.wait(5)
