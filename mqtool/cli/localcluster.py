@@ -135,10 +135,10 @@ def cluster_stop(store_dir: StoreDirOpt = Path("~/mqtool-cluster"),
 def cluster_status(store_dir: StoreDirOpt = Path("~/mqtool-cluster"), json_out: JsonOpt = False) -> None:
     """What a `cluster start` runs where: each process's pid and whether it is alive, and the brokerId the
     name server has for each broker address (0: the master)."""
-    from mqtool.cluster.state import pid_alive, state_path
+    from mqtool.cluster.state import is_supervisor, pid_alive, pid_running, state_path
     state = _state(store_dir)
     supervisor = state.get("supervisor_pid")
-    running = state.get("status") == "running" and pid_alive(supervisor)
+    running = state.get("status") == "running" and pid_running(supervisor) and is_supervisor(supervisor)
     registered = _registered(state.get("namesrv")) if running else {}
     rows = []
     for r in state["processes"]:

@@ -277,6 +277,8 @@ def test_cluster_stop_leaves_alone_a_pid_that_is_now_another_program(tmp_path):
         assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [
             f"mqtool: error: no cluster runs from {tmp_path}: pid {other.pid} is now another program, left alone"]
         assert other.poll() is None
+        status = json_lines(run_cli("cluster", "status", "--store-dir", str(tmp_path), "--json").stdout)[0]
+        assert status["running"] is False
     finally:
         other.kill()
         other.wait(5)
