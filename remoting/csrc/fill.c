@@ -5,11 +5,12 @@
 #include <Python.h>
 #include <string.h>
 
-#define MAX_VALUE 128            /* a plain value's text: a message id list is longer and goes the other way */
+#define INT_TEXT 24               /* an int's decimal digits, its sign and the NUL */
 
-/* A value's text: an int's decimal digits or an ASCII str's characters; 0, or -1 when it is
- * neither (or too long), with no error set. */
-static int value_text(PyObject *v, char *out, Py_ssize_t *len)
+/* A value's text: an int's decimal digits (written into `digits`) or an ASCII str's own
+ * characters (no copy, any length: a batch's message id list is 64 ids); 0, or -1 when it is
+ * neither, with no error set. */
+static int value_text(PyObject *v, char *digits, const char **text, Py_ssize_t *len)
 {
     if (PyLong_CheckExact(v)) {
         int overflow;
@@ -18,12 +19,13 @@ static int value_text(PyObject *v, char *out, Py_ssize_t *len)
             PyErr_Clear();
             return -1;
         }
-        *len = snprintf(out, MAX_VALUE, "%lld", n);
+        *len = snprintf(digits, INT_TEXT, "%lld", n);
+        *text = digits;
         return 0;
     }
-    if (PyUnicode_CheckExact(v) && PyUnicode_IS_ASCII(v) && PyUnicode_GET_LENGTH(v) < MAX_VALUE) {
+    if (PyUnicode_CheckExact(v) && PyUnicode_IS_ASCII(v)) {
         *len = PyUnicode_GET_LENGTH(v);
-        memcpy(out, PyUnicode_DATA(v), *len);
+        *text = (const char *)PyUnicode_DATA(v);
         return 0;
     }
     return -1;
@@ -33,7 +35,7 @@ static int value_text(PyObject *v, char *out, Py_ssize_t *len)
  * parts: the template's text between its slots (bytes, one more than slots); slots: per slot the
  * value's index, or -1 for the opaque (written bare; a value is written in quotes). The values
  * are ints or ASCII strs that need no JSON escape (the caller vouches for that; a str with a quote
- * or a backslash gives None, as does anything else). */
+ * or a backslash gives None, as does anything else, and so do more than 8 slots). */
 PyObject *fill_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs < 3 || !PyTuple_CheckExact(args[0]) || !PyTuple_CheckExact(args[1]) ||
@@ -43,12 +45,11 @@ PyObject *fill_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *parts = args[0], *slots = args[1];
     Py_ssize_t n = PyTuple_GET_SIZE(slots), total = 0;
-    char text[8][MAX_VALUE];
+    char digits[8][INT_TEXT];
+    const char *text[8];
     Py_ssize_t text_len[8];
-    if (n > 8) {
-        PyErr_SetString(PyExc_ValueError, "fill_frame: at most 8 slots");
-        return NULL;
-    }
+    if (n > 8)
+        Py_RETURN_NONE;          /* more slots than a real answer has: the caller's % format */
     for (Py_ssize_t k = 0; k <= n; k++) {
         PyObject *part = PyTuple_GET_ITEM(parts, k);
         if (!PyBytes_CheckExact(part)) {
@@ -68,7 +69,7 @@ PyObject *fill_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *v = args[3 + slot];
         if (slot < 0 ? !PyLong_CheckExact(v) : 0)
             Py_RETURN_NONE;
-        if (value_text(v, text[k], &text_len[k]) < 0 ||
+        if (value_text(v, digits[k], &text[k], &text_len[k]) < 0 ||
                 (slot >= 0 && (memchr(text[k], '"', text_len[k]) || memchr(text[k], '\\', text_len[k]))))
             Py_RETURN_NONE;
         total += text_len[k] + (slot < 0 ? 0 : 2);

@@ -3,6 +3,7 @@ json.dumps of the same bean (fastjson's property order, extFields in HashMap ord
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
 from hypothesis import given
@@ -113,6 +114,27 @@ def test_a_header_template_filled_is_the_header_encode_writes(ext, data):
     plain = [data.draw(st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), st.from_regex(r"[0-9A-Za-z]{0,32}", fullmatch=True)))
              for _ in keys]                   # what fill_plain is for: ints, hex ids
     assert template.fill_plain(opaque, *plain) == template.fill(opaque, *map(str, plain))
+    # frame_plain (the C filler where it is built) on the same values, and on id lists as long as a
+    # batch's answer has (64 ids and their commas)
+    count, seed = data.draw(st.integers(0, 64)), data.draw(st.integers(0, (1 << 128) - 1))
+    long_ids = [",".join(f"{(seed * (i + 1) + k) % (1 << 128):032X}" for i in range(count)) for k in range(len(keys))]
+    for vals in (plain, long_ids):
+        header = template.fill(opaque, *map(str, vals))
+        assert template.frame_plain(opaque, *vals) == struct.pack(">ii", 4 + len(header), len(header)) + header
+
+
+def test_the_c_filler_takes_a_batch_answers_id_list():
+    """A SEND_BATCH_MESSAGE answer's msgId is 64 ids long; the C filler writes it (it once gave up on
+    any value of 128 characters or more, and the answer went through a % format instead)."""
+    if command._fill_frame is None:
+        pytest.skip("the C header module is not built")
+    marks = {"msgId": "\x00m0\x00"}
+    template = command.HeaderTemplate.make(RemotingCommand(0, 0, 1, None, {"a": "b", **marks}), marks)
+    ids = ",".join(f"{i:032X}" for i in range(64))
+    got = command._fill_frame(template.byte_parts, template.slots, 7, ids)
+    header = template.fill(7, ids)
+    assert got == struct.pack(">ii", 4 + len(header), len(header)) + header
+    assert command._fill_frame(template.byte_parts, template.slots, 7, 'a"' * 100) is None    # needs an escape
 
 
 def test_the_send_answer_is_the_header_encode_writes():
