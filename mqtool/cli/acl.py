@@ -37,7 +37,10 @@ def _each(namesrv: str, broker: str | None, cluster: str | None, slaves: bool, c
                     rows.append({"broker": addr, "ok": False, "error": "no answer (a 4.9.8 broker without "
                                  "aclEnable=true never answers ACL requests)"})
                 except RemotingCommandError as exc:     # the row names the account and the broker already
-                    rows.append({"broker": addr, "ok": False, "error": exc.answer})
+                    error = exc.answer
+                    if '"accessValidator" is null' in error:     # 4.9.8's own words for a broker without ACL
+                        error += " (the broker runs without aclEnable=true)"
+                    rows.append({"broker": addr, "ok": False, "error": error})
                 except RemotingError as exc:
                     rows.append({"broker": addr, "ok": False, "error": str(exc)})
         finally:

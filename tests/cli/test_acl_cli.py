@@ -9,7 +9,8 @@ import sys
 import typer.main
 
 from mqtool.cli import ALIASES, build
-from tests.servers import REPO
+from tests.conftest import run_cli
+from tests.servers import REPO, cluster  # noqa: F401 - the fixture
 
 V3_EXT = json.dumps({"consumerGroup": "groupB", "topic": "topicB", "queueId": 1, "queueOffset": 0, "maxMsgNums": 32,
                      "sysFlag": 2, "commitOffset": 0, "suspendTimeoutMillis": 15000, "subscription": "*",
@@ -98,3 +99,11 @@ def test_mqadmin_acl_names_are_hidden_aliases():
 def test_whitelist_refuses_a_brace_pattern_the_broker_would_split():
     r = mqtool("acl", "whitelist", "-n", "127.0.0.1:1", "-b", "127.0.0.1:2", "-g", "192.168.0.{1,2}")
     assert r.returncode == 2 and "splits the list at every comma" in r.stderr
+
+
+def test_an_account_on_a_broker_without_acl_says_so(cluster):  # noqa: F811
+    """4.9.8 answers with its NullPointerException's text; the line adds what it means."""
+    proc = run_cli("acl", "create", "-n", cluster["namesrv"], "-b", cluster["broker"], "-a", "RocketMQ",
+                   "-s", "12345678")
+    assert proc.returncode == 1
+    assert proc.stdout.strip().endswith('because "accessValidator" is null (the broker runs without aclEnable=true)')
