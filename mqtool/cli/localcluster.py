@@ -135,14 +135,14 @@ def cluster_stop(store_dir: StoreDirOpt = Path("~/mqtool-cluster"),
 def cluster_status(store_dir: StoreDirOpt = Path("~/mqtool-cluster"), json_out: JsonOpt = False) -> None:
     """What a `cluster start` runs where: each process's pid and whether it is alive, and the brokerId the
     name server has for each broker address (0: the master)."""
-    from mqtool.cluster.state import is_supervisor, pid_alive, pid_running, state_path
+    from mqtool.cluster.state import is_supervisor, pid_running, runs_mqtool, state_path
     state = _state(store_dir)
     supervisor = state.get("supervisor_pid")
     running = state.get("status") == "running" and pid_running(supervisor) and is_supervisor(supervisor)
     registered = _registered(state.get("namesrv")) if running else {}
     rows = []
     for r in state["processes"]:
-        alive = running and pid_alive(r.get("pid"))
+        alive = running and pid_running(r.get("pid")) and runs_mqtool(r["pid"])
         rows.append(dict(r, alive=alive, registered_id=registered.get(r.get("address"))))
     if json_out:
         emit_json(dict(state, running=running, processes=rows))

@@ -65,12 +65,16 @@ def pid_running(pid: int | None) -> bool:
         return True             # no /proc here: kill(pid, 0) is all there is
 
 
-def is_supervisor(pid: int) -> bool:
-    """Whether process `pid` runs `mqtool cluster start` (a state file's pid may since have gone to
-    another process); True where /proc cannot tell."""
+def runs_mqtool(pid: int, *words: str) -> bool:
+    """Whether process `pid` runs `mqtool` with each of `words` among its arguments (a state file's
+    pid may since have gone to another process); True where /proc cannot tell."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             args = f.read().decode("utf-8", "replace").split("\0")
     except OSError:
         return True
-    return any("mqtool" in a for a in args) and "cluster" in args and "start" in args
+    return any("mqtool" in a for a in args) and all(w in args for w in words)
+
+
+def is_supervisor(pid: int) -> bool:
+    return runs_mqtool(pid, "cluster", "start")

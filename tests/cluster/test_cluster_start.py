@@ -311,3 +311,22 @@ def test_cluster_start_refuses_a_store_dir_a_live_cluster_runs_from_but_not_one_
             for p in (running, reused):
                 p.kill()
                 p.wait(5)
+
+
+def test_cluster_status_counts_a_reused_child_pid_as_down(tmp_path):
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    supervisor = subprocess.Popen([*sleeper, "mqtool", "cluster", "start"])
+    broker = subprocess.Popen([*sleeper, "mqtool", "broker", "start"])
+    reused = subprocess.Popen(["sleep", "60"])
+    try:
+        rows = [{"role": "master", "name": n, "id": "0", "address": f"127.0.0.1:{i}", "pid": p.pid, "store": "-",
+                 "key": n} for i, (n, p) in enumerate((("broker-a", broker), ("broker-b", reused)), 1)]
+        (tmp_path / "cluster.json").write_text(json.dumps({"status": "running", "supervisor_pid": supervisor.pid,
+                                                           "processes": rows}))
+        status = json_lines(run_cli("cluster", "status", "--store-dir", str(tmp_path), "--json").stdout)[0]
+        assert status["running"] is True
+        assert {p["name"]: p["alive"] for p in status["processes"]} == {"broker-a": True, "broker-b": False}
+    finally:
+        for p in (supervisor, broker, reused):
+            p.kill()
+            p.wait(5)
