@@ -121,7 +121,10 @@ def cluster_stop(store_dir: StoreDirOpt = Path("~/mqtool-cluster"),
     if pid_running(pid):
         raise ClusterStopError(f"the cluster from {where} (supervisor pid {pid}) has not stopped within "
                                f"{timeout:g} s; it is still stopping, or see its output")
-    after = read_state(store_dir) or {}
+    try:
+        after = read_state(store_dir) or {}
+    except ValueError:
+        after = {}                  # not a state file any more: said below as no record of the stop
     problems = after.get("problems", []) if after.get("status") == "stopped" else \
         [f"its supervisor (pid {pid}) ended without saying how its processes stopped"]
     if json_out:

@@ -325,9 +325,7 @@ def namesrv_update_config(settings: Annotated[list[str], typer.Argument(help="ke
     async def go(a):
         answers = []
         for addr in a.namesrv_addrs:
-            got = check(await a.invoke(addr, RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG)),
-                        "name server config")          # its keys: a key it lacks is one it ignores
-            have = javaprops.loads(got.body.decode("utf-8", "replace"))
+            have = await a.namesrv_config(addr)         # its keys: a key it lacks is one it ignores
             resp = check(await a.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG,
                                                                       body=javaprops.dumps(props).encode())),
                          "update name server config")

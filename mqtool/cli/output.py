@@ -12,7 +12,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from mqtool.cli.errors import UsageError
+from mqtool.cli.errors import NothingChanged, UsageError
 
 console = Console(highlight=False, soft_wrap=True)
 BODY_MODES = ("text", "hex", "base64", "none")
@@ -121,7 +121,6 @@ def report_config_change(what: str, addr: str, props: dict[str, str], have: dict
     """What a config update (updateBrokerConfig, updateNamesrvConfig) did on `addr`: the keys of
     `props` that `have` (its config read just before) holds were updated, the others ignored; the
     server's remark says why. NothingChanged when it took none of them."""
-    from mqtool.cli.errors import NothingChanged
     updated = {k: v for k, v in props.items() if k in have}
     ignored = [k for k in props if k not in have]
     if json_out:

@@ -410,10 +410,11 @@ class Admin(ClientBase):
             RequestCode.UPDATE_BROKER_CONFIG, body=javaprops.dumps(props).encode())), "update broker config")
         return resp.remark or ""
 
-    async def namesrv_config(self) -> dict[str, str]:
+    async def namesrv_config(self, addr: str | None = None) -> dict[str, str]:
+        """GET_NAMESRV_CONFIG of the name server `addr`, or of the first that answers."""
         from mqtool_remoting import javaprops
-        resp = check(await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG)),
-                     "name server config")
+        cmd = RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG)
+        resp = check(await (self.invoke(addr, cmd) if addr else self.invoke_namesrv(cmd)), "name server config")
         return javaprops.loads(resp.body.decode("utf-8", "replace"))
 
     async def kv(self, action: str, namespace: str, key: str | None = None, value: str | None = None):
