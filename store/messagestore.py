@@ -35,7 +35,7 @@ from .lockfile import StoreLock, create_abort, remove_abort
 from .mappedfile import NOTHING_IN_FLIGHT, PAGE, MappedFile, MappedFileQueue
 from .properties import format_properties, parse_properties
 from .pullbody import joined_get
-from .recordrun import prepare_run
+from .recordrun import FrameRun, prepare_run
 from .replication import Replication
 from .storeconfig import SLAVE, SYNC_FLUSH, MessageStoreConfig
 
@@ -506,6 +506,23 @@ class MessageStore(Dispatch, Replication):
         if refused is not None:
             return refused
         return self._append(run, None, run.total, store_host, run.may_wait, wait_flush)
+
+    def put_run_quick(self, run) -> tuple[str, int] | None:
+        """put_run of a FrameRun no put waits for (the broker's batch fast path), made for the
+        store's own store_host, where the store kernel puts it: (its message ids joined by commas,
+        its first queue offset), without a PutResult; else None, with nothing written (put_run then
+        does it: a roll of the file, a wait for the pre-write, no kernel)."""
+        cfg = self.cfg
+        if not self._quick_ok(cfg) or type(run) is not FrameRun:
+            return None
+        got = kernel.put_run_quick(self._quick, self._pending, run, self._id_prefix, DISPATCH_RUNS,
+                                   END_FILE_MIN_BLANK_LENGTH, _kernel_clock())
+        if got is None:
+            return None
+        ids, queue_offset, dispatch = got
+        if dispatch:
+            self._quick_queued(dispatch)
+        return ids, queue_offset
 
     def _append(self, run, prepared, total: int, store_host, may_wait: bool, wait_flush: bool) -> PutResult:
         """put_batch's work under the put lock: `run` (a RecordRun or KernelRun) or `prepared`

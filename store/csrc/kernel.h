@@ -134,7 +134,22 @@ static inline uint32_t java_hash(uint32_t h, PyObject *s)
 
 PyObject *put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *put_quick(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *put_run_quick(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 int quick_init(void);
+
+/* What quick.c's puts share (quickrun.c's too): the commit log's last file, the clock, the put lock. */
+struct quick_tail {
+    PyObject *file, *mm;
+    long long pos, size, warm_lo, start;
+};
+int quick_tail(PyObject *files, struct quick_tail *t);
+void quick_tail_clear(struct quick_tail *t);
+long long quick_clock(PyObject *clock);
+int quick_lock(PyObject *lock);
+int quick_unlock(PyObject *lock);
+int quick_moved(PyObject *file, long long pos, long long store_ts);
+int quick_told(PyObject *listeners, long long end);
+void quick_id(char *d, const char *prefix, Py_ssize_t prefix_len, unsigned long long phys);
 PyObject *run_prepare(PyObject *self, PyObject *args);
 PyObject *run_write(PyObject *self, PyObject *args);
 PyObject *msg_ids(PyObject *self, PyObject *args);

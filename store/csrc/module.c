@@ -3,6 +3,7 @@
  *
  *   put_one      one message put: checked, placed, written into the map and queued for dispatch
  *   put_quick    put_one at the commit log's write position under the put lock (a put no one waits for)
+ *   put_run_quick  the same for a producer's batch made into a run (frame_write under the put lock)
  *   run_prepare  a batch's messages as one run: shared fields checked, sizes and body CRCs
  *   run_write    the placed run copied into the mapped file
  *   msg_ids      the run's message ids: the store host prefix + each record's offset in hex
@@ -33,6 +34,7 @@ PyObject *s_body, *s_text, *s_flag, *s_props, *s_tags, *s_keys, *s_uniq_key, *s_
 static PyMethodDef methods[] = {
     {"put_one", (PyCFunction)(void (*)(void))put_one, METH_FASTCALL, "One message put into the map: (size, queue offset) or None."},
     {"put_quick", (PyCFunction)(void (*)(void))put_quick, METH_FASTCALL, "put_one at the write position, under the put lock: (msg id, size, queue offset, dispatch) or None."},
+    {"put_run_quick", (PyCFunction)(void (*)(void))put_run_quick, METH_FASTCALL, "A FrameRun put at the write position, under the put lock: (msg ids, queue offset, dispatch) or None."},
     {"pending_units", pending_units, METH_VARARGS, "Single puts' consume queue units by queue and their index keys."},
     {"broker_properties", broker_properties, METH_VARARGS, "A send's properties as the broker stores them: (dict, text)."},
     {"parse_properties", parse_properties, METH_O, "A properties string as a dict (string2messageProperties)."},

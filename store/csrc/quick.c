@@ -15,7 +15,7 @@ int quick_init(void)
 }
 
 /* An int attribute of a mapped file; -1 with an error set when it is not there. */
-static long long int_attr(PyObject *o, PyObject *name)
+long long int_attr(PyObject *o, PyObject *name)
 {
     PyObject *v = PyObject_GetAttr(o, name);
     if (!v)
@@ -25,7 +25,7 @@ static long long int_attr(PyObject *o, PyObject *name)
     return out;
 }
 
-static int set_int_attr(PyObject *o, PyObject *name, long long value)
+int set_int_attr(PyObject *o, PyObject *name, long long value)
 {
     PyObject *v = PyLong_FromLongLong(value);
     if (!v)
@@ -33,6 +33,103 @@ static int set_int_attr(PyObject *o, PyObject *name, long long value)
     int rc = PyObject_SetAttr(o, name, v);
     Py_DECREF(v);
     return rc;
+}
+
+/* The commit log's last file as a quick put finds it (the put lock held): 1 with `t` filled, 0
+ * where there is none or it is full (last_for_append would roll it: the Python path), -1 on error. */
+int quick_tail(PyObject *files, struct quick_tail *t)
+{
+    t->file = t->mm = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(files);
+    if (n == 0)
+        return 0;
+    t->file = Py_NewRef(PyList_GET_ITEM(files, n - 1));
+    t->pos = int_attr(t->file, s_write_pos);
+    t->size = int_attr(t->file, s_size);
+    t->warm_lo = int_attr(t->file, s_warm_lo);
+    t->start = int_attr(t->file, s_start);
+    if (PyErr_Occurred() || !(t->mm = PyObject_GetAttr(t->file, s_mm)))
+        return -1;
+    return t->pos < t->size;
+}
+
+void quick_tail_clear(struct quick_tail *t)
+{
+    Py_CLEAR(t->mm);
+    Py_CLEAR(t->file);
+}
+
+/* The store time now, in ms: clock() when clock is not None, else the real-time clock's; -1 on error. */
+long long quick_clock(PyObject *clock)
+{
+    if (clock == Py_None) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    }
+    PyObject *ms = PyObject_CallNoArgs(clock);
+    long long v = ms ? PyLong_AsLongLong(ms) : -1;
+    Py_XDECREF(ms);
+    return PyErr_Occurred() ? -1 : v;
+}
+
+/* The put lock taken (0) or not (-1, an error set). */
+int quick_lock(PyObject *lock)
+{
+    PyObject *got = PyObject_CallMethodNoArgs(lock, s_acquire);
+    Py_XDECREF(got);
+    return got ? 0 : -1;
+}
+
+/* The put lock released, an error already set kept: 0, or -1 where the release itself failed. */
+int quick_unlock(PyObject *lock)
+{
+    PyObject *type, *val, *tb;
+    PyErr_Fetch(&type, &val, &tb);
+    PyObject *released = PyObject_CallMethodNoArgs(lock, s_release);
+    if (!released) {
+        Py_XDECREF(type);
+        Py_XDECREF(val);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    Py_DECREF(released);
+    PyErr_Restore(type, val, tb);
+    return 0;
+}
+
+/* The file's write position and store timestamp moved on past a put. */
+int quick_moved(PyObject *file, long long pos, long long store_ts)
+{
+    return set_int_attr(file, s_write_pos, pos) < 0 || set_int_attr(file, s_store_timestamp, store_ts) < 0 ? -1 : 0;
+}
+
+/* Each append listener called with the commit log offset the put ends at: 0, or -1 on error. */
+int quick_told(PyObject *listeners, long long end)
+{
+    PyObject *at = PyLong_FromLongLong(end);
+    if (!at)
+        return -1;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(listeners); k++) {
+        PyObject *listener = Py_NewRef(PyList_GET_ITEM(listeners, k));
+        PyObject *r = PyObject_CallOneArg(listener, at);
+        Py_DECREF(listener);
+        if (!r) {
+            Py_DECREF(at);
+            return -1;
+        }
+        Py_DECREF(r);
+    }
+    Py_DECREF(at);
+    return 0;
+}
+
+/* A message id: prefix (ASCII, checked by the caller) + the offset in 16 hex digits, at d. */
+void quick_id(char *d, const char *prefix, Py_ssize_t prefix_len, unsigned long long phys)
+{
+    memcpy(d, prefix, prefix_len);
+    for (int k = 15; k >= 0; k--, phys >>= 4)
+        d[prefix_len + k] = "0123456789ABCDEF"[phys & 15];
 }
 
 /* put_quick(state, pending, row, store_host, id_prefix, max_body, dispatch_batch, min_blank, clock)
@@ -63,46 +160,33 @@ PyObject *put_quick(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "put_quick: the files and the listeners are lists");
         return NULL;
     }
-    PyObject *got = PyObject_CallMethodNoArgs(lock, s_acquire);
-    if (!got)
+    Py_ssize_t prefix_len;
+    const char *prefix = PyUnicode_AsUTF8AndSize(args[4], &prefix_len);
+    if (!prefix)
         return NULL;
-    Py_DECREF(got);
-    PyObject *result = NULL, *file = NULL, *mm = NULL, *placed = NULL, *call[12] = {0};
-    long long end = 0, queue_offset = 0, size = 0;
-    int dispatch = 0;
-    Py_ssize_t n = PyList_GET_SIZE(files);
-    if (n == 0)
-        goto unlock;
-    file = Py_NewRef(PyList_GET_ITEM(files, n - 1));
-    long long pos = int_attr(file, s_write_pos), file_size = int_attr(file, s_size),
-              warm_lo = int_attr(file, s_warm_lo), start = int_attr(file, s_start);
-    if (PyErr_Occurred() || !(mm = PyObject_GetAttr(file, s_mm)))
-        goto unlock;
-    if (pos >= file_size)
-        goto unlock;                               /* full: last_for_append rolls it */
-    long long store_ts;
-    if (args[8] == Py_None) {
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        store_ts = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-    } else {
-        PyObject *ms = PyObject_CallNoArgs(args[8]);
-        store_ts = ms ? PyLong_AsLongLong(ms) : -1;
-        Py_XDECREF(ms);
-        if (PyErr_Occurred())
-            goto unlock;
+    if (prefix_len > 100) {
+        PyErr_SetString(PyExc_ValueError, "put_quick: the id prefix is too long");
+        return NULL;
     }
-    long long room = file_size - min_blank < warm_lo ? file_size - min_blank : warm_lo;
+    if (quick_lock(lock) < 0)
+        return NULL;
+    struct quick_tail t;
+    PyObject *placed = NULL, *call[12] = {0};
+    long long end = 0, queue_offset = 0, size = 0, store_ts;
+    int dispatch = 0, done = 0;
+    if (quick_tail(files, &t) <= 0 || (store_ts = quick_clock(args[8])) < 0)
+        goto unlock;
+    long long room = t.size - min_blank < t.warm_lo ? t.size - min_blank : t.warm_lo;
     call[0] = args[2];
-    call[1] = mm;
+    call[1] = t.mm;
     call[6] = PyTuple_GET_ITEM(state, 2);
     call[7] = args[3];
     call[8] = PyTuple_GET_ITEM(state, 3);
     call[9] = args[5];
     call[10] = PyTuple_GET_ITEM(state, 4);
     call[11] = pending;
-    if (!(call[2] = PyLong_FromLongLong(pos)) || !(call[3] = PyLong_FromLongLong(room)) ||
-            !(call[4] = PyLong_FromLongLong(start + pos)) || !(call[5] = PyLong_FromLongLong(store_ts)))
+    if (!(call[2] = PyLong_FromLongLong(t.pos)) || !(call[3] = PyLong_FromLongLong(room)) ||
+            !(call[4] = PyLong_FromLongLong(t.start + t.pos)) || !(call[5] = PyLong_FromLongLong(store_ts)))
         goto unlock;
     placed = put_one(NULL, call, 12);
     if (!placed || placed == Py_None)
@@ -110,62 +194,25 @@ PyObject *put_quick(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     size = PyLong_AsLongLong(PyTuple_GET_ITEM(placed, 0));
     queue_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(placed, 1));
     /* The record is written and queued: the positions move on whatever follows. */
-    if (set_int_attr(file, s_write_pos, pos + size) < 0 || set_int_attr(file, s_store_timestamp, store_ts) < 0)
+    if (quick_moved(t.file, t.pos + size, store_ts) < 0)
         goto unlock;
-    end = start + pos + size;
+    end = t.start + t.pos + size;
     Py_ssize_t queued = PyList_GET_SIZE(pending);
     dispatch = queued >= dispatch_batch ? 1 : queued == 1 ? 2 : 0;
-    result = Py_None;                              /* (made below, after the lock) */
+    done = 1;
 unlock:
     for (int k = 2; k < 6; k++)
         Py_XDECREF(call[k]);
     Py_XDECREF(placed);
-    Py_XDECREF(mm);
-    Py_XDECREF(file);
-    {
-        PyObject *type, *val, *tb;
-        PyErr_Fetch(&type, &val, &tb);
-        PyObject *released = PyObject_CallMethodNoArgs(lock, s_release);
-        if (!released) {
-            Py_XDECREF(type);
-            Py_XDECREF(val);
-            Py_XDECREF(tb);
-            return NULL;
-        }
-        Py_DECREF(released);
-        PyErr_Restore(type, val, tb);
-    }
-    if (PyErr_Occurred())
+    quick_tail_clear(&t);
+    if (quick_unlock(lock) < 0 || PyErr_Occurred())
         return NULL;
-    if (!result)
+    if (!done)
         Py_RETURN_NONE;
-    PyObject *at = PyLong_FromLongLong(end);
-    if (!at)
-        return NULL;
-    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(listeners); k++) {
-        PyObject *listener = Py_NewRef(PyList_GET_ITEM(listeners, k));
-        PyObject *r = PyObject_CallOneArg(listener, at);
-        Py_DECREF(listener);
-        if (!r) {
-            Py_DECREF(at);
-            return NULL;
-        }
-        Py_DECREF(r);
-    }
-    Py_DECREF(at);
-    Py_ssize_t prefix_len;
-    const char *prefix = PyUnicode_AsUTF8AndSize(args[4], &prefix_len);
-    if (!prefix)
+    if (quick_told(listeners, end) < 0)
         return NULL;
     char id[128];
-    if (prefix_len > 100) {
-        PyErr_SetString(PyExc_ValueError, "put_quick: the id prefix is too long");
-        return NULL;
-    }
-    memcpy(id, prefix, prefix_len);
-    unsigned long long phys = (unsigned long long)(end - size);
-    for (int k = 15; k >= 0; k--, phys >>= 4)
-        id[prefix_len + k] = "0123456789ABCDEF"[phys & 15];
+    quick_id(id, prefix, prefix_len, (unsigned long long)(end - size));
     PyObject *msg_id = PyUnicode_FromStringAndSize(id, prefix_len + 16);
     if (!msg_id)
         return NULL;

@@ -319,6 +319,28 @@ def test_what_the_batch_fast_path_leaves_to_the_general_one(pair, store_kernel):
     assert not any(took)
 
 
+def test_batches_across_commit_log_file_ends_match(pair, store_kernel, monkeypatch):
+    """The kernel's one-call put of a batch (MessageStore.put_run_quick) leaves a run that does not
+    fit before the file's end to put_run, which rolls the file: across several 4 MiB files the fast
+    path still stores and answers what the general path does, and took both ways."""
+    fast, general, loop = pair
+    run_both(fast, general, loop, [frame_of(RequestCode.SEND_MESSAGE_V2, v2(), b"first")])
+    quick = {"put": 0, "left": 0}
+    real = type(fast.store).put_run_quick
+
+    def counted(store, run):
+        got = real(store, run)
+        quick["put" if got is not None else "left"] += 1
+        return got
+    monkeypatch.setattr(type(fast.store), "put_run_quick", counted)
+    frames = [batch_frame(entries_of(64, 7000 + 97 * i), queue=str(i % 4)) for i in range(30)]   # ~0.45 MiB each
+    took = run_both(fast, general, loop, frames)
+    assert all(took) == (store_kernel is not None)
+    assert len(fast.store.commitlog.files) >= 3
+    if store_kernel is not None:
+        assert quick["put"] > 20 and quick["left"] >= 2, quick
+
+
 _entries = st.lists(st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=64), _props.map(
     lambda p: p or "")), min_size=6, max_size=12)
 
