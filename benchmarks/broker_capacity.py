@@ -56,7 +56,8 @@ from mqtool_remoting.codes import RequestCode  # noqa: E402
 from mqtool_remoting.command import RemotingCommand  # noqa: E402
 from mqtool_remoting.headers import PULL_SUBSCRIPTION, PULL_SUSPEND  # noqa: E402
 
-from brokerproc import broker_process, cpu_seconds as cpu_s, free_port_pair, rss_anon_kib  # noqa: E402,F401 - shared
+from brokerproc import broker_process, cpu_seconds as cpu_s, free_port_pair, rss_anon_kib, \
+    thread_cpu_seconds  # noqa: E402,F401 - shared
 from javabroker import java_broker_process  # noqa: E402
 
 TOPIC = "CapacityBench"
@@ -264,6 +265,20 @@ async def canned_server(port: int) -> asyncio.AbstractServer:
     return await asyncio.start_server(handle, "127.0.0.1", port)
 
 
+def by_thread(marks: list[dict[str, float]], answered: int, top: int = 6) -> dict[str, float]:
+    """CPU µs a message over the measured seconds per thread name (the `top` largest, the rest as
+    "others"): which thread the CPU per message goes to (the broker's event loop is "main")."""
+    if len(marks) != 2:
+        return {}
+    before, after = marks
+    spent = sorted(((after[k] - before.get(k, 0.0), k) for k in after), reverse=True)
+    per = {k: round(s * 1e6 / max(answered, 1), 2) for s, k in spent[:top]}
+    rest = sum(s for s, _ in spent[top:])
+    if rest > 0:
+        per["others"] = round(rest * 1e6 / max(answered, 1), 2)
+    return per
+
+
 def measure(broker, args, baseline_rate: int) -> dict:
     """The load against one running broker (an object with pid, port and create_topic): msg/s,
     latencies, and the broker's CPU (all threads, from /proc) over the measured seconds only."""
@@ -272,8 +287,10 @@ def measure(broker, args, baseline_rate: int) -> dict:
         broker.create_topic(IDLE_TOPIC)
     rss: list[int] = []
     cpu_marks: list[tuple[float, float]] = []      # (wall, broker CPU s) as the measured seconds start and end
+    thread_marks: list[dict[str, float]] = []      # the same per thread name
 
     def on_measure(_starting: bool) -> None:
+        thread_marks.append(thread_cpu_seconds(broker.pid))
         cpu_marks.append((time.perf_counter(), cpu_s(broker.pid)))
 
     async def sample_memory():
@@ -319,6 +336,7 @@ def measure(broker, args, baseline_rate: int) -> dict:
     (w0, cpu0), (w1, cpu1) = cpu_marks
     res["broker_cpu_us_per_msg"] = round((cpu1 - cpu0) * 1e6 / max(res["answered"], 1), 2)   # per acknowledged message
     res["broker_cores_used"] = round((cpu1 - cpu0) / (w1 - w0), 2)
+    res["broker_cpu_us_per_msg_by_thread"] = by_thread(thread_marks, res["answered"])
     res["ratio_to_baseline"] = round(res["msg_per_s"] / max(baseline_rate, 1), 3)
     return res
 

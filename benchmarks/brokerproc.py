@@ -36,6 +36,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """User + system CPU time so far of process `pid`'s threads, summed by thread name
+    (/proc/PID/task/*/comm; the main thread as "main"). Threads that ended are not counted."""
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = "main" if tid == str(pid) else f.read().strip()
+        except OSError:          # the thread ended meanwhile
+            continue
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK
+    return out
+
+
 @dataclass
 class BrokerProcess:
     proc: subprocess.Popen

@@ -36,6 +36,7 @@ from .mappedfile import NOTHING_IN_FLIGHT, PAGE, MappedFile, MappedFileQueue
 from .properties import format_properties, parse_properties
 from .pullbody import joined_get
 from .recordrun import FrameRun, prepare_run
+from .threadname import named
 from .replication import Replication
 from .storeconfig import SLAVE, SYNC_FLUSH, MessageStoreConfig
 
@@ -255,7 +256,7 @@ class MessageStore(Dispatch, Replication):
         return self
 
     def _spawn(self, target, name) -> None:
-        t = threading.Thread(target=target, name=name, daemon=True)
+        t = threading.Thread(target=named(target, name), name=name, daemon=True)
         t.start()
         self._threads.append(t)
 
