@@ -5,7 +5,6 @@ import os
 import struct
 import time
 from datetime import datetime
-from operator import le
 from pathlib import Path
 
 import numpy as np
@@ -234,22 +233,24 @@ class IndexService:
         """buildIndex for many records in commit log order: keys are "topic#key" strings, one per
         entry, with the offset and store timestamp of their record."""
         i, k = 0, len(keys)
-        if self.files:
-            end_phy = self.files[-1].header.end_phy_offset
-            while i < k and phys[i] < end_phy:
-                i += 1
-        if not all(map(le, phys[i:k - 1], phys[i + 1:k])):    # not in order: one by one
+        if not k:
+            return
+        phys, stamps = np.asarray(phys, np.int64), np.asarray(stamps, np.int64)    # (once: slices are views)
+        if self.files:                    # the leading entries the last file already has: skipped
+            after = phys >= self.files[-1].header.end_phy_offset
+            i = int(after.argmax()) if after[-1] or after.any() else k
+        if not np.all(phys[i + 1:] >= phys[i:k - 1]):    # not in order: one by one
             for j in range(i, k):
-                self._put_one(keys[j], phys[j], stamps[j])
+                self._put_one(keys[j], int(phys[j]), int(stamps[j]))
             return
         while i < k:
             w = self.files[-1] if self.files else None
             if w is None or w.full or w.header.index_count <= 1 or k - i < 4:
-                self._put_one(keys[i], phys[i], stamps[i])
+                self._put_one(keys[i], int(phys[i]), int(stamps[i]))
                 i += 1
                 continue
             j = min(k, i + w.max_entries - w.header.index_count)
-            w.put_many(keys[i:j], np.array(phys[i:j], np.int64), np.array(stamps[i:j], np.int64))
+            w.put_many(keys[i:j], phys[i:j], stamps[i:j])
             i = j
 
     def _put_one(self, key: str, phy_offset: int, store_ts: int) -> None:
