@@ -51,3 +51,19 @@ def test_a_benchmark_broker_that_cannot_start_says_why(monkeypatch):
     with pytest.raises(SystemExit, match=r"did not start \(exit 2\): .*No such option: --no-such-option"):
         with brokerproc.broker_process("--no-such-option"):
             pass
+
+
+def test_a_brokers_cpu_per_thread_names_its_store_threads(monkeypatch):
+    """broker_capacity's per-thread figures: a running broker's event loop is "main" and the store's
+    threads are found under their own names (store/threadname.py); by_thread turns two marks into
+    µs a message per name, the smallest ones summed as "others"."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import broker_capacity
+    import brokerproc
+    with brokerproc.broker_process() as broker:
+        names = brokerproc.thread_cpu_seconds(broker.pid)
+    assert {"main", "commitlog-flush", "dispatch", "commitlog-prewr"} <= set(names), names
+    before = {"main": 1.0, "a": 0.0, "b": 0.5}
+    after = {"main": 3.0, "a": 0.25, "b": 0.5, "c": 0.1}
+    assert broker_capacity.by_thread([before, after], 1_000_000, top=2) == {"main": 2.0, "a": 0.25, "others": 0.1}
+    assert broker_capacity.by_thread([before], 10) == {}
