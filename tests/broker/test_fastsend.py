@@ -35,9 +35,16 @@ class FakeConn:
         self.attrs = {}
 
 
+def _fixed_seconds() -> float:
+    return FIXED_MS / 1000
+
+
 def controller(root, **cfg) -> BrokerController:
     config = BrokerConfig(brokerName="fast", listenPort=10911, namesrvAddr="", storePathRootDir=str(root), **cfg)
     ctrl = BrokerController(config, {"mappedFileSizeCommitLog": str(1 << 22), "mappedFileSizeConsumeQueue": "6000"})
+    # The statistics' minute buckets on a fixed clock too: two brokers fed the same requests count
+    # them in the same buckets even when the wall clock's minute turns between their two puts.
+    ctrl.stats.clock = _fixed_seconds
     ctrl.store.start()
     for cfg_ in (TopicConfig("FastA", 4, 4), TopicConfig("FastMulti", 2, 2, topicFilterType="MULTI_TAG"),
                  TopicConfig("FastOrder", 2, 2, order=True), TopicConfig("FastReadOnly", 2, 2, perm=4)):
