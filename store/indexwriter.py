@@ -238,7 +238,7 @@ class IndexService:
         phys, stamps = np.asarray(phys, np.int64), np.asarray(stamps, np.int64)    # (once: slices are views)
         if self.files:                    # the leading entries the last file already has: skipped
             after = phys >= self.files[-1].header.end_phy_offset
-            i = int(after.argmax()) if after[-1] or after.any() else k
+            i = int(after.argmax()) if after.any() else k
         if not np.all(phys[i + 1:] >= phys[i:k - 1]):    # not in order: one by one
             for j in range(i, k):
                 self._put_one(keys[j], int(phys[j]), int(stamps[j]))

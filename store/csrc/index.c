@@ -15,6 +15,7 @@ PyObject *index_put(PyObject *self, PyObject *args)
                           &PyList_Type, &keys, &phys, &stamps))
         return NULL;
     PyObject *result = NULL;
+    int32_t on_stack[256], *hashes = on_stack;     /* the keys' hashes (below) */
     Py_ssize_t k = PyList_GET_SIZE(keys);
     if (slots <= 0 || count < 1 || count + k > max_entries || phys.len != k * 8 || stamps.len != k * 8) {
         PyErr_SetString(PyExc_ValueError, "index_put: the keys do not fit the file or their offsets");
@@ -31,8 +32,8 @@ PyObject *index_put(PyObject *self, PyObject *args)
     const int64_t *phy_at = phys.buf, *ts_at = stamps.buf;
     /* The keys' hashes first, each one's hash slot prefetched: the slots are spread over the whole
      * table, so the second pass finds them in cache instead of waiting on memory key after key. */
-    int32_t on_stack[256], *hashes = k <= 256 ? on_stack : PyMem_Malloc(k * sizeof *hashes);
-    if (!hashes) {
+    if (k > 256 && !(hashes = PyMem_Malloc(k * sizeof *hashes))) {
+        hashes = on_stack;
         PyErr_NoMemory();
         goto release;
     }
@@ -40,8 +41,6 @@ PyObject *index_put(PyObject *self, PyObject *args)
         PyObject *key = PyList_GET_ITEM(keys, i);
         if (!PyUnicode_Check(key)) {
             PyErr_SetString(PyExc_TypeError, "index_put: keys must be str");
-            if (hashes != on_stack)
-                PyMem_Free(hashes);
             goto release;
         }
         int32_t h = (int32_t)java_hash(0, key);
@@ -69,10 +68,10 @@ PyObject *index_put(PyObject *self, PyObject *args)
         put32(slot, (uint32_t)count);
         new_slots += slot_value == 0;
     }
-    if (hashes != on_stack)
-        PyMem_Free(hashes);
     result = PyLong_FromLongLong(new_slots);
 release:
+    if (hashes != on_stack)
+        PyMem_Free(hashes);
     if (buf.obj)
         PyBuffer_Release(&buf);
     PyBuffer_Release(&phys);

@@ -136,6 +136,7 @@ PyObject *put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *put_quick(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *put_run_quick(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 int quick_init(void);
+int quickrun_init(void);
 
 /* What quick.c's puts share (quickrun.c's too): the commit log's last file, the clock, the put lock. */
 struct quick_tail {

@@ -67,7 +67,7 @@ PyMODINIT_FUNC PyInit__kernel(void)
         !(s_space = PyUnicode_InternFromString(" ")) || !(s_wait = PyUnicode_InternFromString("WAIT")) ||
         !(s_cluster = PyUnicode_InternFromString("CLUSTER")))
         return NULL;
-    if (quick_init() < 0)
+    if (quick_init() < 0 || quickrun_init() < 0)
         return NULL;
     return PyModule_Create(&module);
 }

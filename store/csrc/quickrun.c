@@ -6,10 +6,8 @@
 static PyObject *s_topic, *s_queue_id, *s_total, *s_frame, *s_spans, *s_outer, *s_flags, *s_row, *s_topic_part,
                 *s_raw_sizes, *s_crcs, *s_sizes, *s_placed;
 
-static int names(void)
+int quickrun_init(void)
 {
-    if (s_placed)
-        return 0;
     return (s_topic = PyUnicode_InternFromString("topic")) && (s_queue_id = PyUnicode_InternFromString("queue_id")) &&
            (s_total = PyUnicode_InternFromString("total")) && (s_frame = PyUnicode_InternFromString("frame")) &&
            (s_spans = PyUnicode_InternFromString("spans")) && (s_outer = PyUnicode_InternFromString("outer")) &&
@@ -57,8 +55,6 @@ PyObject *put_run_quick(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "put_run_quick(state, pending, run, id_prefix, dispatch_runs, min_blank, clock)");
         return NULL;
     }
-    if (names() < 0)
-        return NULL;
     PyObject *state = args[0], *pending = args[1], *run = args[2];
     PyObject *lock = PyTuple_GET_ITEM(state, 0), *files = PyTuple_GET_ITEM(state, 1),
              *table = PyTuple_GET_ITEM(state, 4), *listeners = PyTuple_GET_ITEM(state, 5);
