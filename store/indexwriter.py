@@ -161,6 +161,37 @@ class IndexFileWriter:
         del slots
         return len(bad)
 
+    def cut_from(self, phy_offset: int, ts_of) -> int:
+        """Entries of records at or past `phy_offset` removed (a replica's truncation): the header
+        counts fewer, the slots that led to a removed entry follow its chain back (repair_slots),
+        the removed entries are zeroed, and the end fields name the last kept entry (its store time
+        from `ts_of(offset)`). Returns the entries removed."""
+        h = self.header
+        count = h.index_count
+        if count <= 1:
+            return 0
+        at = self.entries_at + INDEX_ENTRY_SIZE
+        phys = np.frombuffer(self.mf.mm, _ENTRY_DTYPE, count - 1, at)["phy"]
+        past = np.flatnonzero(phys >= phy_offset)
+        if not past.size:
+            return 0
+        keep = int(past[0]) + 1          # the new index_count: entries 1 .. keep - 1 stay
+        last_phy = int(phys[keep - 2]) if keep > 1 else h.begin_phy_offset
+        del phys
+        h.index_count = keep
+        self.repair_slots()
+        self.mf.mm[self.entries_at + keep * INDEX_ENTRY_SIZE:self.entries_at + count * INDEX_ENTRY_SIZE] = \
+            bytes((count - keep) * INDEX_ENTRY_SIZE)
+        slots = np.frombuffer(self.mf.mm, ">i4", self.slots, INDEX_HEADER_SIZE)
+        h.hash_slot_count = int(np.count_nonzero(slots))
+        del slots
+        if keep > 1:
+            h.end_phy_offset = last_phy
+            h.end_timestamp = ts_of(last_phy) or h.begin_timestamp
+        _HEADER.pack_into(self.mf.mm, 0, h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
+                          h.hash_slot_count, h.index_count)
+        return count - keep
+
     def flush(self) -> None:
         os.fdatasync(self.mf.fd)      # not mmap.flush: that holds the GIL for the whole write-back
 
@@ -277,6 +308,20 @@ class IndexService:
     def flush(self) -> None:
         for w in self.files[-1:]:
             w.flush()
+
+    def truncate(self, phy_offset: int, ts_of) -> int:
+        """A replica's truncation: every entry of a record at or past `phy_offset` removed, newest
+        file first; a file left without entries is deleted, so the records appended again after
+        the cut are indexed (`put` skips records below the last file's end). Returns the entries
+        removed."""
+        removed = 0
+        while self.files:
+            w = self.files[-1]
+            removed += w.cut_from(phy_offset, ts_of)
+            if w.header.index_count > 1 or w.header.end_phy_offset < phy_offset:
+                break
+            self.files.pop().mf.destroy()
+        return removed
 
     def delete_before(self, phy_offset: int) -> None:
         while len(self.files) > 1 and self.files[0].header.end_phy_offset < phy_offset:

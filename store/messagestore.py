@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import repeat
 from operator import add
 
 
@@ -34,7 +35,7 @@ from .kernel import kernel
 from .lockfile import StoreLock, create_abort, remove_abort
 from .mappedfile import NOTHING_IN_FLIGHT, PAGE, MappedFile, MappedFileQueue
 from .properties import format_properties, parse_properties
-from .pullbody import joined_get
+from .pullbody import joined_get, stepped_over, unit_holds
 from .recordrun import FrameRun, prepare_run
 from .threadname import named
 from .replication import Replication
@@ -201,6 +202,7 @@ class MessageStore(Dispatch, Replication):
         # Controller mode: the checkpoint keeps confirmOffset (byte 32) and recovery dispatches only up to it.
         self.confirm_offsets = False
         self.reput_error: str | None = None
+        self.stepped_over: set = set()        # consume queue units a pull stepped over (logged once each)
         self._reput_cond = threading.Condition()
         self.running = False
         self.recovery_report = None
@@ -837,7 +839,7 @@ class MessageStore(Dispatch, Replication):
             behind = self.commitlog.max_offset - int(offsets[min(len(offsets), max_count) - 1])
             res.suggest_slave = behind > total_physical_memory() * self.cfg.accessMessageInMemoryMaxRatio // 100
         if matches is None and accept is None:
-            plain = self._get_plain(offsets, units["size"], max_count, cl_min)
+            plain = self._get_plain(offsets, units["size"], max_count, cl_min, queue_id, offset)
             if plain is not None:               # every unit a readable record of one commit log file
                 res.messages = plain
                 res.next_begin_offset = offset + len(plain)
@@ -847,6 +849,7 @@ class MessageStore(Dispatch, Replication):
         for off, size, code in zip(offsets.tolist(), units["size"].tolist(), units["tags_code"].tolist()):
             if len(res.messages) >= max_count or total_bytes >= self.cfg.maxTransferBytesOnMessageInMemory:
                 break
+            queue_offset = offset + scanned
             scanned += 1
             if size == 0x7FFFFFFF and off == 0:
                 continue
@@ -867,6 +870,9 @@ class MessageStore(Dispatch, Replication):
                 removing += 1
                 continue
             try:
+                if not unit_holds(f.mm, pos, size, queue_id, queue_offset, off):
+                    stepped_over(self.stepped_over, topic, queue_id, queue_offset, off, size)
+                    continue
                 data = f.mm[pos:pos + size]
             except ValueError:                  # deleted by retention meanwhile (its map is closed)
                 removing += 1
@@ -890,13 +896,13 @@ class MessageStore(Dispatch, Replication):
         (body, count, next_begin_offset, min_offset, max_offset, suggest_slave); else None."""
         return joined_get(self, topic, queue_id, offset, max_count, codes, total_physical_memory())
 
-    def _get_plain(self, offsets, sizes, max_count: int, cl_min: int) -> list | None:
+    def _get_plain(self, offsets, sizes, max_count: int, cl_min: int, queue_id: int, first: int) -> list | None:
         """`get`'s loop for a pull without filters, in the common case where each unit up to the
         count is a readable record of one commit log file and together they stay under the byte
         limit: its records, checked with a few list-wide builtins instead of a Python step per unit
         (numpy calls cost more than that for a pull's 32 units). None where any unit is otherwise
-        (a blank, removed, past the written end, in another file, the limit reached): the loop then
-        decides, unit by unit."""
+        (a blank, removed, past the written end, in another file, not its record (unit_holds), the limit
+        reached): the loop then decides, unit by unit."""
         offs, szs = offsets[:max_count].tolist(), sizes[:max_count].tolist()
         if not offs or min(szs) <= 0 or sum(szs) - szs[-1] >= self.cfg.maxTransferBytesOnMessageInMemory:
             return None
@@ -908,6 +914,9 @@ class MessageStore(Dispatch, Replication):
             return None                         # (a blank unit's size, 0x7FFFFFFF, is past any written end)
         mm = f.mm
         try:
+            if not all(map(unit_holds, repeat(mm), [o - start for o in offs], szs, repeat(queue_id),
+                           range(first, first + len(offs)), offs)):
+                return None
             return [mm[o - start:o - start + size] for o, size in zip(offs, szs)]
         except ValueError:                      # deleted by retention meanwhile (its map is closed)
             return None

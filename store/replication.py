@@ -64,12 +64,19 @@ class Replication:
     # ------------------------------------------------------------------ controller mode
 
     def become_slave(self) -> None:
-        """A master steps down (changeToSlave): what it put is dispatched, then the reput thread
-        dispatches what the new master sends, from the commit log's end."""
+        """changeToSlave. A master stepping down dispatches what it put up to confirmOffset; the
+        reput thread takes over from the first record it did not dispatch (one past confirmOffset
+        waits there for the new master's confirmOffset, or for a truncation of it), so no record is
+        dispatched twice nor skipped. A replica that is a slave already (a broker starts as one in
+        controller mode, its recovery having dispatched up to the checkpoint's confirmOffset) keeps
+        its reput position: resetting it to the commit log's end skipped the records in between."""
         with self.put_lock:
-            self._dispatch_pending()
-            self.cfg.brokerRole = SLAVE
-            self.reput_from = self.commitlog.max_offset
+            if not self.cfg.is_slave:
+                self._dispatch_pending()
+                pending = self._pending
+                self.reput_from = pending[0][3] if pending else self.commitlog.max_offset
+                pending.clear()         # (emptied in place: see MessageStore._pending)
+                self.cfg.brokerRole = SLAVE
         if not any(t.name == "reput" and t.is_alive() for t in self._threads):
             self._spawn(self._reput_loop, "reput")
         with self._reput_cond:
@@ -108,9 +115,12 @@ class Replication:
         return magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2, BLANK_MAGIC) and size > 0
 
     def truncate_files(self, offset: int) -> int:
-        """truncateFiles: the commit log cut at `offset` (a record boundary), consume queues past
-        it dropped, queue offsets recomputed; the cut bytes are first kept in a recovery backup,
-        as recovery keeps what it cuts. Returns the bytes cut (ReplicationError: not a boundary)."""
+        """truncateFiles: the commit log cut at `offset` (a record boundary), consume queue units and
+        index entries of records past it dropped (5.3.0 leaves the index; here the records appended
+        again after the cut must be indexed, and `IndexService.put` skips any below its end), queue
+        offsets recomputed, the reput thread back at the cut; the cut bytes are first kept in a
+        recovery backup, as recovery keeps what it cuts. Returns the bytes cut (ReplicationError:
+        not a boundary)."""
         from .backups import new_backup_name, save_cut_bytes
         from .recovery import Cut
         with self.put_lock:
@@ -130,19 +140,30 @@ class Replication:
             for f in self.commitlog.files:
                 f.mm.flush()
             save_cut_bytes(self.root, self.root / new_backup_name(), cuts, removed)
+            # the derived files first (truncateDirtyLogicFiles): a reader never meets a unit whose record is gone
+            pending = self._pending             # records put past confirmOffset and now cut
+            pending[:] = [p for p in pending if p[3] + p[4] <= offset]
+            for (topic, qid), cq in list(self.queues.items()):
+                cq.truncate_from_physic(offset)
+                self.topic_queue_table[(topic, qid)] = cq.max_offset
+            self.index.truncate(offset, self._store_time)
+            cp = self.checkpoint
+            cp.index_msg_timestamp = min(cp.index_msg_timestamp, self.index.files[-1].header.end_timestamp
+                                         if self.index.files else 0)
             self.commitlog.truncate(offset)
             last = self.commitlog.find(offset)
             if last is not None:
                 last.zero_from(offset - last.start)
-            for (topic, qid), cq in list(self.queues.items()):
-                cq.truncate_from_physic(offset)
-                self.topic_queue_table[(topic, qid)] = cq.max_offset
             self.reput_from = min(self.reput_from, offset)
             self.truncations += 1
             self.reput_error = None
             if self.checkpoint.confirm_phy_offset > offset:
                 self.checkpoint.confirm_phy_offset = offset
             return top - offset
+
+    def _store_time(self, offset: int) -> int:
+        rec = self.read(offset)
+        return rec.store_timestamp if rec is not None else 0
 
     def _reput_loop(self) -> None:
         idle = False

@@ -34,6 +34,8 @@
 #define AT_PREPARED_OFFSET 76
 
 #define MESSAGE_MAGIC 0xDAA320A7u
+#define MESSAGE_MAGIC_V2 0xDAA320ABu
+#define RECORD_HEAD 36           /* totalSize .. physicalOffset: what a consume queue unit is checked against */
 #define HOSTS_V6 0x30            /* BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG */
 #define TRANSACTION_TYPE_MASK 0xC
 #define TRANSACTION_PREPARED 0x4

@@ -5,23 +5,26 @@
 #define CQ_UNIT 20
 #define BLANK_SIZE 0x7FFFFFFF
 
-/* pull_body(cq, lo, hi, log, log_start, log_written, log_min, max_count, max_bytes, codes)
- *     -> (body, count, scanned) | None
- * cq[lo:hi]: the units to scan (20 bytes each: offset int64, size int32, tags code int64); log: the
- * commit log file that starts at log_start, written up to log_written bytes; codes: None (every
- * unit) or native int32 tags codes, one of which a unit's code (as a Java int) must equal.
+/* pull_body(cq, lo, hi, log, log_start, log_written, log_min, max_count, max_bytes, codes, queue_id,
+ *           queue_offset) -> (body, count, scanned) | None
+ * cq[lo:hi]: the units to scan (20 bytes each: offset int64, size int32, tags code int64), the one at
+ * lo of queue offset queue_offset; log: the commit log file that starts at log_start, written up to
+ * log_written bytes; codes: None (every unit) or native int32 tags codes, one of which a unit's code
+ * (as a Java int) must equal.
  * MessageStore.get's loop, unit by unit: stop at max_count records or once max_bytes are reached.
  * None where that loop would meet anything else before it stops (a blank unit, a removed record,
- * a record outside this file or past its written end), or takes nothing: the caller's general
+ * a record outside this file or past its written end, a unit whose record does not say it is that
+ * unit's: size, magic, queue id, queue offset, own offset), or takes nothing: the caller's general
  * path decides those. */
 PyObject *pull_body(PyObject *self, PyObject *args)
 {
     Py_buffer cq, log;
     Py_ssize_t lo, hi, max_count;
-    long long log_start, log_written, log_min, max_bytes;
+    long long log_start, log_written, log_min, max_bytes, queue_offset;
+    int queue_id;
     PyObject *codes, *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*nny*LLLnLO", &cq, &lo, &hi, &log, &log_start, &log_written, &log_min,
-                          &max_count, &max_bytes, &codes))
+    if (!PyArg_ParseTuple(args, "y*nny*LLLnLOiL", &cq, &lo, &hi, &log, &log_start, &log_written, &log_min,
+                          &max_count, &max_bytes, &codes, &queue_id, &queue_offset))
         return NULL;
     const int32_t *code_at = NULL;
     Py_ssize_t n_codes = 0;
@@ -57,6 +60,12 @@ PyObject *pull_body(PyObject *self, PyObject *args)
         }
         long long pos = off - log_start;
         if (pos < 0 || pos >= (long long)log.len || size <= 0 || pos + size > log_written)
+            goto none;
+        const unsigned char *rec = (const unsigned char *)log.buf + pos;
+        uint32_t magic = (uint32_t)get32(rec + AT_MAGIC);
+        if (size < RECORD_HEAD || get32(rec + AT_SIZE) != size || (magic != MESSAGE_MAGIC && magic != MESSAGE_MAGIC_V2)
+                || get32(rec + AT_QUEUE_ID) != queue_id || get64(rec + AT_QUEUE_OFFSET) != queue_offset + scanned - 1
+                || get64(rec + AT_PHYSICAL_OFFSET) != off)
             goto none;
         count++;
         total += size;

@@ -82,24 +82,50 @@ def test_a_plain_pull_is_joined(store, store_kernel):
 
 
 _UNIT = struct.Struct(">qiq")
-_units = st.lists(st.tuples(st.one_of(st.integers(10, 250), st.sampled_from([0, 299, 300, 1000, -5])),
-                            st.one_of(st.integers(1, 40), st.sampled_from([0, -1, 0x7FFFFFFF])),
-                            st.sampled_from([0, 7, -7, (1 << 32) + 7, 0x80000000, 1 << 40])), max_size=12)
+_CODES = st.sampled_from([0, 7, -7, (1 << 32) + 7, 0x80000000, 1 << 40])
+# a unit: ("record", k, code) points at record k of the log; ("raw", offset, size, code) anywhere
+_units = st.lists(st.one_of(
+    st.tuples(st.just("record"), st.integers(0, 7), _CODES),
+    st.tuples(st.just("raw"), st.one_of(st.integers(10, 250), st.sampled_from([0, 299, 300, 1000, -5])),
+              st.one_of(st.integers(1, 40), st.sampled_from([0, -1, 0x7FFFFFFF])), _CODES)), max_size=12)
+_records = st.lists(st.tuples(st.integers(36, 60), st.sampled_from([1, 1, 1, 2]), st.sampled_from([0, 0, 0, 1])),
+                    min_size=8, max_size=8)       # (size, queue id, queue offset skew)
+_HEAD = struct.Struct(">iiiiiqq")
+
+
+def _log_and_units(records, units, log_start):
+    """A commit log file whose record k (from byte 4) says queue id q, queue offset 100 + k + skew;
+    the units as bytes."""
+    log, at = bytearray(4), []
+    for k, (size, qid, skew) in enumerate(records):
+        at.append(len(log))
+        log += _HEAD.pack(size, -626843481, 0, qid, 0, 100 + k + skew, log_start + len(log)) + bytes(size - 36)
+    packed = []
+    for u in units:
+        if u[0] == "record":
+            packed.append(_UNIT.pack(log_start + at[u[1]], records[u[1]][0], u[2]))
+        else:
+            packed.append(_UNIT.pack(*u[1:]))
+    return bytes(log) + bytes(44), packed
 
 
 @pytest.mark.skipif(kernel_module.kernel is None, reason="the store kernel is not built here")
-@settings(max_examples=300)
-@example(units=[(10, 5, (1 << 32) + 7), (20, 5, 7), (30, 5, 0x80000000)], lead=0, log_start=0, written=300,
-         log_min=0, count=5, limit=1 << 20, codes=[7, -(1 << 31)])       # codes compared as Java ints
-@given(units=_units, lead=st.integers(0, 3), log_start=st.sampled_from([0, 10, 100]),
-       written=st.one_of(st.just(300), st.integers(0, 300)), log_min=st.sampled_from([0, 10, 50]), count=st.integers(0, 12),
-       limit=st.sampled_from([0, 1, 30, 100, 1 << 20]),
+@settings(max_examples=400)
+@example(units=[("raw", 10, 5, (1 << 32) + 7), ("raw", 20, 5, 7), ("raw", 30, 5, 0x80000000)], records=[(40, 1, 0)] * 8,
+         lead=0, log_start=0, written=400, log_min=0, count=5, limit=1 << 20, codes=[7, -(1 << 31)])
+@example(units=[("record", k, 7) for k in range(8)], records=[(40, 1, 0)] * 8, lead=0, log_start=10, written=400,
+         log_min=0, count=8, limit=1 << 20, codes=None)
+@given(units=_units, records=_records, lead=st.integers(0, 3), log_start=st.sampled_from([0, 10, 100]),
+       written=st.one_of(st.just(400), st.integers(0, 400)), log_min=st.sampled_from([0, 10, 50]),
+       count=st.integers(0, 12), limit=st.sampled_from([0, 1, 30, 100, 1 << 20]),
        codes=st.one_of(st.none(), st.lists(st.sampled_from([7, -7, 0, -(1 << 31), 5]), max_size=3)))
-def test_the_kernel_and_its_python_twin_agree(units, lead, log_start, written, log_min, count, limit, codes):
-    """pull_body against _pull_body on any units: blanks, removed records, records outside the file
-    or past its written end, codes past 32 bits, ragged unit runs."""
-    cq = b"\xee" * lead + b"".join(_UNIT.pack(*u) for u in units) + b"\x01\x02"
-    log = bytes(range(256)) + bytes(44)
+def test_the_kernel_and_its_python_twin_agree(units, records, lead, log_start, written, log_min, count, limit, codes):
+    """pull_body against _pull_body on any units: records of the queue and of others (queue id,
+    queue offset), units inside records, blanks, removed records, records outside the file or past
+    its written end, codes past 32 bits, ragged unit runs."""
+    log, packed_units = _log_and_units(records, units, log_start)
+    cq = b"\xee" * lead + b"".join(packed_units) + b"\x01\x02"
     packed = None if codes is None else codes_bytes(codes)
-    args = (cq, lead, len(cq) - 2 + (len(units) and 1), log, log_start, written, log_min, count, limit, packed)
+    args = (cq, lead, len(cq) - 2 + (len(units) and 1), log, log_start, min(written, len(log)), log_min, count, limit,
+            packed, 1, 100)
     assert kernel_module.kernel.pull_body(*args) == pullbody._pull_body(*args)
