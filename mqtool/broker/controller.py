@@ -598,8 +598,13 @@ class BrokerController:
         await self.registration.register_all(force)
 
     def _learn_master(self, ext: dict) -> None:
-        """A slave learns its master from the register response (haServerAddr, masterAddr)."""
+        """A slave learns its master from the register response (haServerAddr, masterAddr). In
+        controller mode only an answer naming the master the controller named counts: until the new
+        master has registered, a name server still names the old one (or a deposed one that came
+        back), and following it copied the deposed master's bytes of its old epoch."""
         ha_addr, master = ext.get("haServerAddr"), ext.get("masterAddr")
+        if self.replicas is not None and master != self.replicas.master_addr:
+            return
         if ha_addr and len(self.store_config.haMasterAddress) < 6 and self.ha_slave is not None:
             self.ha_slave.set_master(ha_addr)
         if ha_addr and self.autoswitch is not None:       # updateHaMasterAddress (controller.md §5.8)

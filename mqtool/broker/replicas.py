@@ -410,8 +410,13 @@ class ReplicasManager:
             ctrl.store.become_slave()
             ctrl.store_config.brokerRole = ctrl.config.brokerRole = SLAVE
             ctrl.config.brokerId = self.controller_id
-            self.ha.change_to_slave()
+            # 5.3.0 follows the new master when the role change arrives (its HA address then comes with
+            # the name server's answer); mqtool's HA port is always listenPort + 1, so the replica
+            # connects at once, and a name server answer naming the same master confirms it
+            self.ha.change_to_slave(ha_addr_of(master_addr), epoch)
             ctrl.start_slave_sync(master_addr)
+        else:
+            self.ha.known_epoch = max(self.ha.known_epoch, epoch)
         ctrl.topics.data_version.next(state_version=epoch)
         log.info("controller mode: slave of %s (controller id %d) at master epoch %d", master_addr,
                  self.controller_id, epoch)
@@ -461,6 +466,13 @@ class ReplicasManager:
                     "startOffset": e.start} for i, e in enumerate(self.epochs.entries)]
         return {"brokerId": self.cfg.brokerId, "brokerName": self.cfg.brokerName,
                 "clusterName": self.cfg.brokerClusterName, "epochList": entries, "maxOffset": top}
+
+
+def ha_addr_of(broker_addr: str) -> str:
+    """The HA address of an mqtool broker at `broker_addr` (host:listenPort): host:listenPort + 1
+    ('' for an address that is not host:port)."""
+    host, _, port = broker_addr.rpartition(":")
+    return f"{host}:{int(port) + 1}" if host and port.isdigit() else ""
 
 
 def epoch_file_path(cfg) -> Path:

@@ -172,6 +172,7 @@ class AutoSwitchHA:
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
         self.client: ReplicaClient | None = None
+        self.known_epoch = 0        # the newest master epoch the controller named to this replica
         self._loop: asyncio.AbstractEventLoop | None = None
         self._data = asyncio.Event()
         self._idle_writers = 0
@@ -232,12 +233,18 @@ class AutoSwitchHA:
         self.caught_up_ms.clear()
         self.confirm_offset = self.store.commitlog_max_offset
 
-    def change_to_slave(self) -> None:
+    def change_to_slave(self, master_ha_addr: str = "", epoch: int = 0) -> None:
+        """changeToSlave: follow the new master at once. `master_ha_addr` is where the controller's
+        master listens for replicas (an empty one: learnt from a name server's answer later, as
+        5.3.0 learns it); `epoch` its master epoch: a master whose epoch history ends before it is
+        a deposed one, never followed (its bytes of the old epoch are not appended)."""
         self.is_master = False
+        self.known_epoch = max(self.known_epoch, epoch)
         self.close_connections("this broker is a replica now")
         self._release_waiters()
         if self.client is None:
             self.client = ReplicaClient(self).start()
+        self.client.set_master(master_ha_addr, force=True)
 
     def set_master_address(self, ha_addr: str) -> None:
         if self.client is not None:
@@ -471,6 +478,9 @@ class ReplicaClient(HASlave):
         if not epochs.entries:
             log.info("replica has no epoch entries: it reports its max offset %d", store.commitlog_max_offset)
             return
+        if h.last_epoch < self.ha.known_epoch:
+            raise ReplicationError(f"the master's epochs end at {h.last_epoch}, the controller named a master of "
+                                   f"epoch {self.ha.known_epoch}: a deposed master, not followed")
         theirs = with_ends(h.entries)
         # dispatch what whole records arrived; a record cut in half by the last frame stays
         point = find_consistent_point(epochs.entries, store.commitlog_max_offset, theirs, h.max_offset)

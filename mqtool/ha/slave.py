@@ -48,10 +48,13 @@ class HASlave:
                 pass
         self._drop()
 
-    def set_master(self, addr: str) -> None:
-        """updateHaMasterAddress: a new address closes the current connection and connects there."""
-        if addr and addr != self.master_addr:
-            log.info("HA master address is now %s (was %s)", addr, self.master_addr or "none")
+    def set_master(self, addr: str, force: bool = False) -> None:
+        """updateHaMasterAddress: a new address closes the current connection and connects there.
+        `force` (a role change): the connection is closed even to the same address, and an empty
+        address (not known yet) stops following anyone until one is set."""
+        if (addr and addr != self.master_addr) or force:
+            if addr != self.master_addr:
+                log.info("HA master address is now %s (was %s)", addr or "not known yet", self.master_addr or "none")
             self.master_addr = addr
             self._changed.set()
             if self._transport is not None:
@@ -59,7 +62,8 @@ class HASlave:
 
     async def _run(self) -> None:
         while True:
-            if not self.master_addr:
+            while not self.master_addr:
+                self._changed.clear()
                 await self._changed.wait()
             self._changed.clear()
             addr = self.master_addr
