@@ -13,13 +13,21 @@ the producer's next SEND_OK. At the end every acknowledged (SEND_OK) key is read
 Baseline in the same run: the time a killed broker takes to be back in service by a restart (process
 start until the name server routes it again), what a group without failover waits for.
 
-    python benchmarks/failover.py [--kills 20] [--pauses 5] [--quick] [--json]
+With --cpp the official C++ client (PyPI rocketmq==0.4.4) sends beside mqtool's producer (a sync send
+every 20 ms, tests/interop/cpp_client.py `steady`), and each event also gives its time until the C++
+client's next SEND_OK and until the C++ client's own route refresh that saw the new master (read from
+its log, ~/logs/rocketmq-cpp under a HOME of the run's own): that client refreshes a topic's route
+only on its 30 s timer, so the difference is the client's, not the broker's.
+
+    python benchmarks/failover.py [--kills 20] [--pauses 5] [--cpp] [--quick] [--json]
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
+import re
 import os
 import platform
 import shutil
@@ -143,6 +151,55 @@ class Load:
         return wait("the next SEND_OK", find, timeout) - t
 
 
+class CppLoad:
+    """The C++ client's steady sync sends in a subprocess whose HOME is the run's, so its log is ours."""
+
+    ROUTE_CHANGED = re.compile(r"^\[(\S+ \S+)\]\(info\):updateTopicRouteInfoFromNameServer changed:(\S+)\[")
+
+    def __init__(self, ns: str, tmp: Path):
+        self.tmp, self.stop_file = tmp, tmp / "cpp.stop"
+        args = {"topic": TOPIC, "stop_file": str(self.stop_file), "interval_ms": 20, "prefix": "cpp"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.interop.cpp_client", "steady", ns, json.dumps(args)],
+                                     cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     env={**os.environ, "HOME": str(tmp)}, start_new_session=True)
+        PROCS["cpp"] = self.proc
+        self.rows: list[dict] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                self.rows.append(json.loads(line))
+
+    def finish(self) -> None:
+        self.stop_file.touch()
+        self.proc.wait(60)
+        self.reader.join(10)
+
+    @property
+    def acked(self) -> list[str]:
+        return [r["keys"] for r in self.rows if r.get("status") == 0]
+
+    def next_ok_after(self, t_wall: float) -> float | None:
+        done = [r["done"] for r in list(self.rows) if r.get("status") == 0 and r["at"] >= t_wall * 1000]
+        return round(min(done) / 1000 - t_wall, 3) if done else None
+
+    def route_refreshes(self) -> list[float]:
+        """Wall times of the client's route refreshes that changed the topic's route."""
+        times = []
+        for log in (self.tmp / "logs" / "rocketmq-cpp").glob("*.log*"):
+            for line in log.read_text(errors="replace").splitlines():
+                m = self.ROUTE_CHANGED.match(line)
+                if m and m.group(2) == TOPIC:
+                    times.append(datetime.datetime.strptime(m.group(1), "%Y-%b-%d %H:%M:%S.%f").timestamp())
+        return sorted(times)
+
+    def refresh_after(self, t_wall: float) -> float | None:
+        later = [t for t in self.route_refreshes() if t >= t_wall]
+        return round(later[0] - t_wall, 3) if later else None
+
+
 def pct(xs: list[float], q: float) -> float | None:
     if not xs:
         return None
@@ -159,6 +216,7 @@ def main() -> None:
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--pauses", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="2 kills, 1 pause, short heartbeat timeouts")
+    ap.add_argument("--cpp", action="store_true", help="the official C++ client sends too (PyPI rocketmq==0.4.4)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     kills, pauses = (2, 1) if args.quick else (args.kills, args.pauses)
@@ -200,34 +258,64 @@ def main() -> None:
         load = Load(ns)
         load.thread.start()
         wait("the load to run", lambda: len(load.acked) > 20, 30)
+        cpp = CppLoad(ns, tmp) if args.cpp else None
+        if cpp is not None:
+            time.sleep(3)           # its first route and sends before the first event (a figure-free warm-up)
         kill_route, kill_send, restarts, pause_route, pause_send = [], [], [], [], []
+        events: list[tuple[str, float, float]] = []      # (kind, fault wall time, routed wall time)
         for _ in range(kills):
             old = master()
             other = "b" if old == "a" else "a"
-            t0 = time.monotonic()
+            t0, w0 = time.monotonic(), time.time()
             os.kill(PROCS[old].pid, signal.SIGKILL)
             PROCS[old].wait(10)
             wait("the other replica routed as master", lambda: route(ns).get(0) == addrs[other], 60, every=0.005)
             kill_route.append(time.monotonic() - t0)
+            events.append(("kill", w0, time.time()))
             kill_send.append(load.next_ok_after(t0))
             restarts.append(start(old))
             wait(f"{old} back in sync", lambda: in_sync(addrs[other]), 120)
         for _ in range(pauses):
             old = master()
             other = "b" if old == "a" else "a"
-            t0 = time.monotonic()
+            t0, w0 = time.monotonic(), time.time()
             os.kill(PROCS[old].pid, signal.SIGSTOP)
             wait("the other replica routed as master", lambda: route(ns).get(0) == addrs[other], 120, every=0.01)
             pause_route.append(time.monotonic() - t0)
+            events.append(("pause", w0, time.time()))
             pause_send.append(load.next_ok_after(t0, 120))
+            if cpp is not None:       # the C++ client keeps its route to the paused master until its next poll
+                try:
+                    wait("the C++ client's next SEND_OK", lambda: cpp.next_ok_after(w0) is not None, 60, every=0.2)
+                except RuntimeError:
+                    pass              # reported as no SEND_OK (null) for this event
             os.kill(PROCS[old].pid, signal.SIGCONT)
             wait(f"{old} back in sync", lambda: in_sync(addrs[other]), 120)
         load.stop.set()
         load.thread.join(30)
+        if cpp is not None:
+            cpp.finish()
         proc = subprocess.run([sys.executable, "-m", "mqtool", "consume", "-n", ns, "-t", TOPIC, "-e", "--json"],
                               capture_output=True, text=True, cwd=REPO, timeout=600)
         read = {k for line in proc.stdout.splitlines() if line.strip() for k in json.loads(line).get("keys") or ()}
         lost = sorted(set(load.acked) - read)
+        cpp_result = None
+        if cpp is not None:
+            per = {"kill": {"send_ok": [], "refresh": []}, "pause": {"send_ok": [], "refresh": []}}
+            for kind, fault_at, routed_at in events:
+                per[kind]["send_ok"].append(cpp.next_ok_after(fault_at))
+                per[kind]["refresh"].append(cpp.refresh_after(routed_at))
+            cpp_lost = sorted(set(cpp.acked) - read)
+            cpp_result = {
+                "client": "rocketmq==0.4.4 (C++ core), sync send every 20 ms",
+                "send_ok_after_fault": {k: summary([x for x in v["send_ok"] if x is not None]) for k, v in per.items()},
+                "route_refresh_after_routed": {k: summary([x for x in v["refresh"] if x is not None])
+                                               for k, v in per.items()},
+                "events": [{"kind": k, "send_ok_s": so, "refresh_after_routed_s": rf}
+                           for (k, _, _), so, rf in zip(events, per["kill"]["send_ok"] + per["pause"]["send_ok"],
+                                                        per["kill"]["refresh"] + per["pause"]["refresh"])],
+                "acked": len(cpp.acked), "errors": sum(1 for r in cpp.rows if "error" in r), "lost": len(cpp_lost)}
+            lost += cpp_lost
         result = {
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
                        f"{platform.python_version()}",
@@ -242,6 +330,8 @@ def main() -> None:
             "ratio_kill_route_p99_vs_restart_p50": round(pct(kill_route, 0.99) / pct(restarts, 0.5), 3)
             if restarts else None,
         }
+        if cpp_result is not None:
+            result["cpp"] = cpp_result
     finally:
         stop_all()
         shutil.rmtree(tmp, ignore_errors=True)

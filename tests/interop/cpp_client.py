@@ -179,7 +179,35 @@ def pull_status(ns, a) -> None:
         c.shutdown()
 
 
-SCENARIOS = {"produce": produce, "pull": pull, "push": push, "pull_status": pull_status}
+def steady(ns, a) -> None:
+    """Sync sends of small keyed messages every `interval_ms` until the file `stop_file` exists (a load
+    for a benchmark that changes the cluster meanwhile): one line a send, its key, its SEND_OK status or
+    its error, when it began and when it ended (epoch ms)."""
+    import os
+    p = Producer(a.get("group", "PID_STEADY"))
+    p.set_namesrv_addr(ns)
+    p.start()
+    i = 0
+    try:
+        while not os.path.exists(a["stop_file"]):
+            key = f"{a.get('prefix', 'cpp')}-{i}"
+            msg = Message(a["topic"])
+            msg.set_keys(key)
+            msg.set_body(key + " " + "x" * 100)
+            began = int(time.time() * 1000)
+            try:
+                r = p.send_sync(msg)
+                row = {"keys": key, "status": int(r.status)}
+            except Exception as exc:  # noqa: BLE001 - a send that failed is a figure, not an end
+                row = {"keys": key, "error": str(exc)[:160]}
+            out(row | {"at": began, "done": int(time.time() * 1000)})
+            i += 1
+            time.sleep(a.get("interval_ms", 20) / 1000)
+    finally:
+        p.shutdown()
+
+
+SCENARIOS = {"produce": produce, "pull": pull, "push": push, "pull_status": pull_status, "steady": steady}
 
 if __name__ == "__main__":
     SCENARIOS[sys.argv[1]](sys.argv[2], json.loads(sys.argv[3]))
