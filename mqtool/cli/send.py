@@ -76,15 +76,38 @@ def send(
         bodies = [f.read_bytes() for f in files]
     elif body is not None:
         bodies = [body.encode()]
-    else:
-        data = sys.stdin.read()
-        bodies = [b.encode() for b in data.split(delimiter) if b]
-    msgs = [OutMessage(topic, b, keys.split() if keys else [], tags, properties, delay_level) for b in bodies]
-    results = asyncio.run(_send(namesrv, group, msgs, queue, sharding_key, oneway, batch, producer_opts))
-    if json_out:
-        for r in results:
+    else:                       # stdin: each message sent as it arrives (sendstream.py)
+        if not delimiter:
+            raise UsageError("--delimiter must not be empty")
+        bodies = None
+
+    def make(b: bytes) -> OutMessage:
+        return OutMessage(topic, b, keys.split() if keys else [], tags, properties, delay_level)
+    results: list[dict] = []
+
+    def each(r: dict) -> None:          # --json: a line per message as it is answered; else one table at the end
+        if json_out:
             emit_json(r)
-        return
+            sys.stdout.flush()
+        else:
+            results.append(r)
+    try:
+        if bodies is None:
+            asyncio.run(_send_stdin(namesrv, group, topic, make, delimiter.encode(), queue, sharding_key, oneway,
+                                    batch, each, producer_opts))
+        else:
+            for r in asyncio.run(_send(namesrv, group, [make(b) for b in bodies], queue, sharding_key, oneway, batch,
+                                       producer_opts)):
+                each(r)
+    except BaseException:
+        if results:             # what was sent before a failure is said too
+            _print_results(results)
+        raise
+    if not json_out:
+        _print_results(results)
+
+
+def _print_results(results: list[dict]) -> None:
     t = table("status", "msgId", "broker", "queue", "queue offset")
     for r in results:
         t.add_row(r["status"], r["msg_id"], r["broker"], str(r["queue_id"]), str(r["queue_offset"]))
@@ -145,6 +168,18 @@ async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch, produc
                 out.append({"status": r.status, "msg_id": r.msg_id, "broker": r.broker, "queue_id": r.queue_id,
                             "queue_offset": r.queue_offset})
         return out
+    finally:
+        await p.close()
+
+
+async def _send_stdin(namesrv, group, topic, make, delimiter, queue, sharding_key, oneway, batch, each,
+                      producer_opts) -> None:
+    from mqtool.cli.sendstream import StdinMessages, send_stream
+    from mqtool.client.producer import Producer
+    p = Producer(namesrv, group, **(producer_opts or {}))
+    try:
+        source = StdinMessages(getattr(sys.stdin, "buffer", sys.stdin), delimiter)
+        await send_stream(p, source, make, queue, sharding_key, oneway, batch, each, topic)
     finally:
         await p.close()
 
