@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from mqtool.cluster.plan import Member, Plan
 from mqtool.cluster.state import write_state
+from mqtool_remoting.listen import listen_problem
 
 READY_TIMEOUT = 120.0       # seconds for a process to answer on its ports (a broker recovers its store first)
 STOP_TIMEOUT = 30.0         # seconds for a child to exit after SIGTERM before SIGKILL
@@ -49,12 +50,8 @@ class Child:
 
 
 def port_free(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
+    """Whether the servers will be able to listen there: the brokers' and name server's own check."""
+    return listen_problem(host, port) is None
 
 
 def answers(host: str, port: int) -> bool:
