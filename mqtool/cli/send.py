@@ -11,6 +11,7 @@ import typer
 from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.output import console, emit_json, table
+from mqtool.cli.output import count as count_of     # `count` is --count here
 
 NamesrvOpt = Annotated[str, typer.Option("-n", "--namesrv-addr", envvar="NAMESRV_ADDR",
                                          help="Name servers, ';'-separated (or NAMESRV_ADDR).")]
@@ -237,6 +238,7 @@ async def _bench(namesrv, group, template, count, threads, json_out, batch=0, qu
         console.print(f"Send TPS: {result['tps']} Max RT(ms): {result['max_rt_ms']} Average RT(ms): "
                       f"{result['avg_rt_ms']} Send Failed: {failures} Response Failed: 0")
     if failures:               # the figures stand; the run did not go as asked
-        err_console.print(f"mqtool: {failures} of {count} messages not sent; the first failure: {first_error[0]}",
+        err_console.print(f"mqtool: {failures} of {count_of(count, 'message')} not sent; the first failure: "
+                          f"{first_error[0]}",
                           markup=False)
         raise typer.Exit(1)
