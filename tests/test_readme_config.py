@@ -58,9 +58,10 @@ def load_controller(path: Path, also_known: tuple[str, ...] = ()) -> list[str]:
 
 def load_namesrv(path: Path) -> list[str]:
     """What `mqtool namesrv start -c path` does with the file: its warnings (and its controller's)."""
+    from mqtool_remoting import javaprops
+
     from mqtool.cli.namesrv import NAMESRV_KEYS
     from mqtool.common.javakeys import check_keys
-    from mqtool_remoting import javaprops
     props = javaprops.loads(path.read_text(encoding="utf-8"))
     if props.get("enableControllerInNamesrv", "").strip().lower() == "true":
         return load_controller(path, NAMESRV_KEYS)

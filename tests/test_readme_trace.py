@@ -29,7 +29,7 @@ def sh_block(containing: str) -> list[str]:
 def run(line: str, ns: str, tmp: Path) -> subprocess.CompletedProcess:
     """One README line in a shell whose venv is active, its name server the test's (NAMESRV_ADDR)."""
     env = dict(os.environ, NAMESRV_ADDR=ns, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    proc = subprocess.run(["bash", "-c", line], cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(["bash", "-c", line], cwd=tmp, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, f"{line}\n{proc.stderr}"
     return proc
 

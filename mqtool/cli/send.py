@@ -11,7 +11,7 @@ import typer
 from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.output import console, emit_json, table
-from mqtool.cli.output import count as count_of     # `count` is --count here
+from mqtool.cli.output import count as count_of  # `count` is --count here
 
 NamesrvOpt = Annotated[str, typer.Option("-n", "--namesrv-addr", envvar="NAMESRV_ADDR",
                                          help="Name servers, ';'-separated (or NAMESRV_ADDR).")]

@@ -19,9 +19,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mqtool_remoting.listen import listen_problem
+
 from mqtool.cluster.plan import Member, Plan
 from mqtool.cluster.state import write_state
-from mqtool_remoting.listen import listen_problem
 
 READY_TIMEOUT = 120.0       # seconds for a process to answer on its ports (a broker recovers its store first)
 STOP_TIMEOUT = 30.0         # seconds for a child to exit after SIGTERM before SIGKILL

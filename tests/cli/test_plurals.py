@@ -49,11 +49,11 @@ def test_spark_export_and_rebuild_of_one_message(one_message_store, tmp_path):
     pytest.importorskip("pyspark")
     export = run_cli("spark", "export", one_message_store, "--out", tmp_path / "out", "--master", "local[1]")
     assert export.returncode == 0, export.stderr[-3000:]
-    assert re.search(r"^1 message, \d+ bytes from 1 commitlog file \(1 split\) in ", export.stdout, re.M), export.stdout
+    assert re.search(r"^1 message, \d+ bytes from 1 commitlog file \(1 split\) in ", export.stdout, re.MULTILINE), export.stdout
     rebuild = run_cli("spark", "rebuild-index", one_message_store, "--out", tmp_path / "rebuilt", "--master", "local[1]")
     assert rebuild.returncode == 0, rebuild.stderr[-3000:]
     assert re.search(r"^1 consume queue unit in 1 queue, \d+ index keys in 1 index file, from 1 record in ",
-                     rebuild.stdout, re.M), rebuild.stdout
+                     rebuild.stdout, re.MULTILINE), rebuild.stdout
     for out in (export.stdout, rebuild.stdout):
         assert not ONE_PLURAL.search(out), out
 
@@ -68,11 +68,11 @@ def test_live_export_and_replay_of_one_message(cluster, tmp_path):
     export = run_cli("spark", "export", "-n", ns, "-t", "OnePlural", "-o", out, "--checkpoint", tmp_path / "ck",
                      "--available-now", "--master", "local[1]")
     assert export.returncode == 0, export.stderr[-3000:]
-    assert re.search(r"^batch 0: 1 message in ", export.stderr, re.M), export.stderr
-    assert re.search(r"^1 message in 1 micro-batch from 1 queue in ", export.stdout, re.M), export.stdout
+    assert re.search(r"^batch 0: 1 message in ", export.stderr, re.MULTILINE), export.stderr
+    assert re.search(r"^1 message in 1 micro-batch from 1 queue in ", export.stdout, re.MULTILINE), export.stdout
     replay = run_cli("spark", "replay", out, "-t", "OnePluralCopy", "-n", ns, "--master", "local[1]")
     assert replay.returncode == 0, replay.stderr[-3000:]
-    assert re.search(r"^1 message sent to OnePluralCopy in ", replay.stdout, re.M), replay.stdout
+    assert re.search(r"^1 message sent to OnePluralCopy in ", replay.stdout, re.MULTILINE), replay.stdout
     got = json_lines(run_cli("consume", "-n", ns, "-t", "OnePluralCopy", "-e", "--json", check=True).stdout)
     assert [g["body"] for g in got] == ["only one"]
     for text in (export.stdout, export.stderr, replay.stdout):

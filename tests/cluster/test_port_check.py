@@ -8,11 +8,11 @@ import errno
 import socket
 
 import pytest
+from mqtool_remoting.errors import RemotingListenError
+from mqtool_remoting.transport import Server
 
 from mqtool.cluster.plan import plan_cluster
 from mqtool.cluster.supervisor import ClusterStartError, Supervisor
-from mqtool_remoting.errors import RemotingListenError
-from mqtool_remoting.transport import Server
 from tests.ports import free_port
 
 
