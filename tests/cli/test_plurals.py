@@ -77,3 +77,10 @@ def test_live_export_and_replay_of_one_message(cluster, tmp_path):
     assert [g["body"] for g in got] == ["only one"]
     for text in (export.stdout, export.stderr, replay.stdout):
         assert not ONE_PLURAL.search(text), text
+
+
+def test_a_trace_record_of_one_field_says_so():
+    """What `message trace` says on stderr of a record it reads around."""
+    from mqtool.common.tracedata import TraceDecodeError, _record
+    with pytest.raises(TraceDecodeError, match=r"^Pub record of 1 field \(at least 12\)$"):
+        _record(["Pub"], 0)
