@@ -72,7 +72,7 @@ class BrokerUnreachable(RemotingError):
         self.broker, self.addr, self.cause, self.acked = broker, addr, cause, acked
         self.route_gone = bool(route_note)      # the name server dropped it too: nothing left to retry
         super().__init__(f"broker {broker} at {addr} stopped answering ({why_unanswered(cause)}) after {acked} "
-                         f"message{'' if acked == 1 else 's'} were acknowledged{route_note}")
+                         f"{'message was' if acked == 1 else 'messages were'} acknowledged{route_note}")
 
 
 def why_unanswered(exc: RemotingError) -> str:

@@ -17,6 +17,7 @@ from mqtool_remoting.command import RemotingCommand, decode_frame_body
 from mqtool_remoting.errors import (FrameError, RemotingClosed, RemotingConnectError, RemotingError, RemotingTimeout,
                              map_os_errors)
 from mqtool_remoting.framing import FrameDecoder
+from mqtool_remoting.listen import REUSE_ADDRESS
 
 log = logging.getLogger("mqtool.remoting")
 Handler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
@@ -436,7 +437,7 @@ class Server:
         loop = asyncio.get_running_loop()
         with map_os_errors(f"{host}:{port}", listen=True):
             self._server = await loop.create_server(lambda: _ServerProtocol(self._accept), host, port,
-                                                    reuse_address=True, backlog=LISTEN_BACKLOG)
+                                                    reuse_address=REUSE_ADDRESS, backlog=LISTEN_BACKLOG)
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
         if self.idle_timeout_s > 0:

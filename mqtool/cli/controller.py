@@ -106,7 +106,13 @@ def start(
             "The Controller boot success: %s of %s, listening on port %d, store %s",
             config.controllerDLegerSelfId, config.controllerDLegerGroup, controller.port, config.store_path)
 
-    asyncio.run(run_until_signal(begin, controller.stop))
+    async def end():            # as the broker and the name server log their clean stop
+        await controller.stop()
+        logging.getLogger("mqtool.controller").info(
+            "The Controller %s of %s on port %d shut down cleanly", config.controllerDLegerSelfId,
+            config.controllerDLegerGroup, controller.port)
+
+    asyncio.run(run_until_signal(begin, end))
 
 
 @app.command()

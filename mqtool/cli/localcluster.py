@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, UsageError, err_console, register_lazy
-from mqtool.cli.output import console, emit_json, table
+from mqtool.cli.output import console, count, emit_json, table
 
 register_lazy("mqtool.cluster.plan", "ClusterInputError", EXIT_USAGE)
 register_lazy("mqtool.cluster.supervisor", "ClusterStartError", EXIT_PROBLEMS)
@@ -173,9 +173,8 @@ def _read_template(path: Path) -> dict[str, str]:
 
 def _title(plan) -> str:
     mode = "controller mode" if plan.replicas > 1 else "ASYNC_MASTER brokers"
-    return (f"cluster DefaultCluster: {plan.groups} group{'s' * (plan.groups != 1)} x {plan.replicas} "
-            f"replica{'s' * (plan.replicas != 1)} ({mode}), name server {plan.namesrv_addr}, "
-            f"store {plan.store_dir}")
+    return (f"cluster DefaultCluster: {count(plan.groups, 'group')} x {count(plan.replicas, 'replica')} ({mode}), "
+            f"name server {plan.namesrv_addr}, store {plan.store_dir}")
 
 
 def _print_rows(rows: list[dict], json_out: bool, title: str) -> None:

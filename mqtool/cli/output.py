@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mqtool.cli.errors import NothingChanged, UsageError
+from mqtool.common.plural import count  # noqa: F401 - the commands take it from here
 
 console = Console(highlight=False, soft_wrap=True)
 BODY_MODES = ("text", "hex", "base64", "none")
@@ -33,15 +34,6 @@ def _json_default(o):
     if hasattr(o, "value"):
         return o.value
     return str(o)
-
-
-def count(n: int, noun: str) -> str:
-    """'1 message', '4 messages', '4 index entries'."""
-    if n == 1:
-        return f"1 {noun}"
-    if noun.endswith("y") and noun[-2:-1] not in "aeiou":
-        return f"{n} {noun[:-1]}ies"
-    return f"{n} {noun}s"
 
 
 def fmt_time(ms: int | None) -> str:

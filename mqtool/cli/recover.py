@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from mqtool.cli.errors import UsageError
-from mqtool.cli.output import console, emit_json, fmt_time
+from mqtool.cli.output import console, count, emit_json, fmt_time
 
 
 def recover(
@@ -128,14 +128,14 @@ def _index_slots(root: Path):
 def _print(plan, applied: bool) -> None:
     console.print(f"recovery mode: {'abnormal' if plan.abnormal else 'normal'} ({plan.mode_reason}); "
                   f"scanning from {plan.start_file or '-'}", markup=False)
-    console.print(f"valid commitlog data ends at offset {plan.valid_end} ({plan.records_scanned} records checked"
+    console.print(f"valid commitlog data ends at offset {plan.valid_end} ({count(plan.records_scanned, 'record')} checked"
                   f"{', stopped: ' + plan.stop_reason if plan.stop_reason else ''})", markup=False)
     if plan.abnormal:
         console.print(f"the checkpoint vouches for records stored before {fmt_time(plan.checkpoint.get('vouches_before'))}: "
                       f"unvouched tail from commitlog offset {plan.vouched_until}")
     verb = "cut" if applied else "would cut"
     for c in plan.commitlog_cuts + plan.cq_cuts:
-        console.print(f"  {verb} {c.length} bytes of {c.path} from {c.position}: {c.reason}", markup=False)
+        console.print(f"  {verb} {count(c.length, 'byte')} of {c.path} from {c.position}: {c.reason}", markup=False)
     for p in plan.commitlog_files_removed:
         console.print(f"  {'removed' if applied else 'would remove'} {p} (after the end of valid data)", markup=False)
     for p in plan.index_files_rebuilt:
@@ -147,9 +147,9 @@ def _print(plan, applied: bool) -> None:
     console.print(f"consume queues and index {were} re-dispatched from commitlog offset {plan.redispatch_from}"
                   + (f", the index alone from {plan.index_rebuild_from}" if plan.index_rebuild_from is not None
                      else "")
-                  + (f": {plan.records_redispatched} records" if applied else ""))
+                  + (f": {count(plan.records_redispatched, 'record')}" if applied else ""))
     if plan.backup_bytes:
-        console.print(f"{'kept' if applied else 'would keep'} {plan.backup_bytes} bytes cut from the commit log "
+        console.print(f"{'kept' if applied else 'would keep'} {count(plan.backup_bytes, 'byte')} cut from the commit log "
                       f"under {plan.backup_dir} (consume queues and index are rebuilt, not copied)", markup=False)
     for p in plan.backups_removed:
         console.print(f"  {'removed' if applied else 'would remove'} old backup {p} (recoveryBackupKeep "

@@ -11,6 +11,7 @@ import typer
 from mqtool.cli.auth import with_credentials
 from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.output import console, emit_json, table
+from mqtool.cli.output import count as count_of  # `count` is --count here
 
 NamesrvOpt = Annotated[str, typer.Option("-n", "--namesrv-addr", envvar="NAMESRV_ADDR",
                                          help="Name servers, ';'-separated (or NAMESRV_ADDR).")]
@@ -76,15 +77,38 @@ def send(
         bodies = [f.read_bytes() for f in files]
     elif body is not None:
         bodies = [body.encode()]
-    else:
-        data = sys.stdin.read()
-        bodies = [b.encode() for b in data.split(delimiter) if b]
-    msgs = [OutMessage(topic, b, keys.split() if keys else [], tags, properties, delay_level) for b in bodies]
-    results = asyncio.run(_send(namesrv, group, msgs, queue, sharding_key, oneway, batch, producer_opts))
-    if json_out:
-        for r in results:
+    else:                       # stdin: each message sent as it arrives (sendstream.py)
+        if not delimiter:
+            raise UsageError("--delimiter must not be empty")
+        bodies = None
+
+    def make(b: bytes) -> OutMessage:
+        return OutMessage(topic, b, keys.split() if keys else [], tags, properties, delay_level)
+    results: list[dict] = []
+
+    def each(r: dict) -> None:          # --json: a line per message as it is answered; else one table at the end
+        if json_out:
             emit_json(r)
-        return
+            sys.stdout.flush()
+        else:
+            results.append(r)
+    try:
+        if bodies is None:
+            asyncio.run(_send_stdin(namesrv, group, topic, make, delimiter.encode(), queue, sharding_key, oneway,
+                                    batch, each, producer_opts))
+        else:
+            for r in asyncio.run(_send(namesrv, group, [make(b) for b in bodies], queue, sharding_key, oneway, batch,
+                                       producer_opts)):
+                each(r)
+    except BaseException:
+        if results:             # what was sent before a failure is said too
+            _print_results(results)
+        raise
+    if not json_out:
+        _print_results(results)
+
+
+def _print_results(results: list[dict]) -> None:
     t = table("status", "msgId", "broker", "queue", "queue offset")
     for r in results:
         t.add_row(r["status"], r["msg_id"], r["broker"], str(r["queue_id"]), str(r["queue_offset"]))
@@ -149,6 +173,18 @@ async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch, produc
         await p.close()
 
 
+async def _send_stdin(namesrv, group, topic, make, delimiter, queue, sharding_key, oneway, batch, each,
+                      producer_opts) -> None:
+    from mqtool.cli.sendstream import StdinMessages, send_stream
+    from mqtool.client.producer import Producer
+    p = Producer(namesrv, group, **(producer_opts or {}))
+    try:
+        source = StdinMessages(getattr(sys.stdin, "buffer", sys.stdin), delimiter)
+        await send_stream(p, source, make, queue, sharding_key, oneway, batch, each, topic)
+    finally:
+        await p.close()
+
+
 async def _bench(namesrv, group, template, count, threads, json_out, batch=0, queue=None, producer_opts=None) -> None:
     """producer.sh-style figures: TPS, average and max RT, failures. With `batch` each send is a
     batch of that many messages (SEND_BATCH_MESSAGE), and RT is per batch."""
@@ -202,6 +238,7 @@ async def _bench(namesrv, group, template, count, threads, json_out, batch=0, qu
         console.print(f"Send TPS: {result['tps']} Max RT(ms): {result['max_rt_ms']} Average RT(ms): "
                       f"{result['avg_rt_ms']} Send Failed: {failures} Response Failed: 0")
     if failures:               # the figures stand; the run did not go as asked
-        err_console.print(f"mqtool: {failures} of {count} messages not sent; the first failure: {first_error[0]}",
+        err_console.print(f"mqtool: {failures} of {count_of(count, 'message')} not sent; the first failure: "
+                          f"{first_error[0]}",
                           markup=False)
         raise typer.Exit(1)

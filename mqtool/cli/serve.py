@@ -26,17 +26,13 @@ def taken_port(host: str, ports: list[tuple[int, str]]) -> str | None:
     """The first of `ports` ((port, how to name it), 0 skipped) that cannot be bound on `host` now,
     as "cannot listen on NAME: reason", else None: checked before anything starts, so a taken port
     starts nothing."""
-    import socket
+    from mqtool_remoting.listen import listen_problem
     for port, name in ports:
         if not port:
             continue
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)     # as asyncio's servers bind
-            try:
-                probe.bind((host, port))
-            except OSError as exc:
-                return f"cannot listen on {name}: {(exc.strerror or str(exc)).lower()}"
+        problem = listen_problem(host, port)
+        if problem:
+            return f"cannot listen on {name}: {problem}"
     return None
 
 

@@ -9,7 +9,7 @@ import typer
 
 from mqtool.cli.auth import AccessKeyOpt, SecretKeyOpt
 from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, UsageError, err_console, register_lazy
-from mqtool.cli.output import console, emit_json, parse_time, table
+from mqtool.cli.output import console, count, emit_json, parse_time, table
 
 app = typer.Typer(help="Spark jobs: export stores and live clusters to Parquet, replay, rebuild consume queues and index.",
                   no_args_is_help=True)
@@ -55,7 +55,7 @@ def _run(master: str, conf: dict[str, str], job):
 def _report_corrupt(result: dict, skip: bool) -> bool:
     for c in result["corrupt"]:
         err_console.print(f"mqtool: corrupt data in {c['file']} from position {c['position']} (commitlog offset "
-                          f"{c['offset']}): {c['detail']}; {c['invalid_bytes']} bytes skipped", markup=False)
+                          f"{c['offset']}): {c['detail']}; {count(c['invalid_bytes'], 'byte')} skipped", markup=False)
     if result["corrupt"] and not skip:
         err_console.print("mqtool: the intact records were processed; the ranges above were not "
                           "(--skip-corrupt to exit 0)", markup=False)
@@ -165,8 +165,9 @@ def export(
             t.add_row(name, str(v["rows"]), str(v["bytes"]))
         console.print(t)
         rate = result["bytes"] / 1e6 / result["seconds"] if result["seconds"] else 0.0
-        console.print(f"{result['messages']} messages, {result['bytes']} bytes from {result['files']} commitlog "
-                      f"files ({result['splits']} splits) in {result['seconds']} s ({rate:.1f} MB/s)", markup=False)
+        console.print(f"{count(result['messages'], 'message')}, {count(result['bytes'], 'byte')} from "
+                      f"{count(result['files'], 'commitlog file')} ({count(result['splits'], 'split')}) in "
+                      f"{result['seconds']} s ({rate:.1f} MB/s)", markup=False)
         console.print(f"Parquet: {result['out']}", markup=False)
         err_console.print(f"Spark log: {log_file}", markup=False)
     if _report_corrupt(result, skip_corrupt):
@@ -238,9 +239,9 @@ def rebuild_index(
     if json_out:
         emit_json(result)
     else:
-        console.print(f"{result['units']} consume queue units in {result['queues']} queues, {result['index_keys']} "
-                      f"index keys in {result['index_files']} index files, from {result['records']} records "
-                      f"in {result['seconds']} s", markup=False)
+        console.print(f"{count(result['units'], 'consume queue unit')} in {count(result['queues'], 'queue')}, "
+                      f"{count(result['index_keys'], 'index key')} in {count(result['index_files'], 'index file')}, "
+                      f"from {count(result['records'], 'record')} in {result['seconds']} s", markup=False)
         console.print(f"Store root: {result['out']}", markup=False)
         if not in_place and not copy_commitlog:
             err_console.print("note: its commitlog files are hard links to the original's "

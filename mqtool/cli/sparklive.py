@@ -11,7 +11,7 @@ import signal
 import time
 
 from mqtool.cli.errors import UsageError, err_console
-from mqtool.cli.output import console, emit_json, parse_time
+from mqtool.cli.output import console, count, emit_json, parse_time
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _LOCAL = re.compile(r"^local\[(\*|\d+)\]$")
@@ -137,7 +137,7 @@ def live_export(*, out, topics, namesrv, checkpoint, interval, available_now, ma
         if json_out:
             return
         took = p.get("durationMs", {}).get("triggerExecution", 0) / 1000
-        err_console.print(f"batch {p['batchId']}: {p['numInputRows']} messages in {took:.1f} s", markup=False)
+        err_console.print(f"batch {p['batchId']}: {count(p['numInputRows'], 'message')} in {took:.1f} s", markup=False)
 
     t0 = time.perf_counter()
     spark, log_file = spark_session(with_task_retries(master), conf)
@@ -154,8 +154,8 @@ def live_export(*, out, topics, namesrv, checkpoint, interval, available_now, ma
     if json_out:
         emit_json(result)
         return
-    console.print(f"{result['rows']} messages in {result['batches']} micro-batches from {len(states)} queues "
-                  f"in {result['seconds']} s", markup=False)
+    console.print(f"{count(result['rows'], 'message')} in {count(result['batches'], 'micro-batch')} from "
+                  f"{count(len(states), 'queue')} in {result['seconds']} s", markup=False)
     console.print(f"Parquet: {out} (read it with Spark, which honours its _spark_metadata log)", markup=False)
     console.print(f"Checkpoint: {checkpoint} (run the same command again to export what is new)", markup=False)
     err_console.print(f"Spark log: {log_file}", markup=False)
@@ -195,7 +195,7 @@ def live_replay(parquet, topic, namesrv, batch, master, conf, json_out, access_k
         emit_json(result)
         return
     rate = result["rows"] / result["seconds"] if result["seconds"] else 0.0
-    console.print(f"{result['rows']} messages sent to {topic} in {result['seconds']} s ({rate:.0f} msg/s)",
+    console.print(f"{count(result['rows'], 'message')} sent to {topic} in {result['seconds']} s ({rate:.0f} msg/s)",
                   markup=False)
     err_console.print(f"Spark log: {log_file}", markup=False)
 

@@ -149,7 +149,7 @@ def _report_stops(stops: list[dict]) -> None:
     bad = [s for s in stops if not s["clean"]]
     for s in bad:
         err_console.print(f"mqtool: stopped reading {s['file']} at offset {s['position']}: {s['detail']}"
-                          + (f" ({s['invalid_bytes']} invalid bytes follow)" if s.get("invalid_bytes") else ""),
+                          + (f" ({count(s['invalid_bytes'], 'invalid byte')} follow)" if s.get("invalid_bytes") else ""),
                           markup=False)
     if bad:
         raise typer.Exit(EXIT_PROBLEMS)
@@ -169,7 +169,7 @@ def _render_messages(rows: list[dict]) -> None:
     for r in rows:
         body = r["body"] if r["body"] is not None else f"<{r['body_note']}>"
         if r["body_truncated"]:
-            body += f"… ({r['body_len']} bytes)"
+            body += f"… ({count(r['body_len'], 'byte')})"
         crc = "" if r["crc_ok"] else " [red]CRC![/]"
         t.add_row(str(r["commitlog_offset"]), r["topic"], str(r["queue_id"]), str(r["queue_offset"]),
                   str(r["store_size"]) + crc, fmt_time(r["store_timestamp"]), r["tags"] or "",
@@ -275,15 +275,16 @@ def _print_stats(result: dict) -> None:
                       f"indexMsgTimestamp {fmt_time(cp['index_msg_timestamp'])}")
     cfg = result["config"]
     if cfg:
-        console.print(f"config: {cfg['topics']['count']} topics, {cfg['subscription_groups']['count']} "
-                      f"subscription groups, {len(cfg['consumer_offsets']['entries'])} consumer offset entries, "
+        console.print(f"config: {count(cfg['topics']['count'], 'topic')}, "
+                      f"{count(cfg['subscription_groups']['count'], 'subscription group')}, "
+                      f"{count(len(cfg['consumer_offsets']['entries']), 'consumer offset entry')}, "
                       f"delay levels in progress {sorted(cfg['delay_offsets']['levels'])}")
         for part in cfg.values():
             for w in part.get("warnings", []):
                 err_console.print(f"mqtool: warning: {w}", markup=False)
     total = sum(q["messages"] for q in cl["queues"])
-    console.print(f"[bold]{total}[/] messages in {len(cl['files'])} commitlog files, "
-                  f"{len(cl['queues'])} queues; abort file: {'present' if result['abort'] else 'absent'}")
+    console.print(f"[bold]{total}[/] {'message' if total == 1 else 'messages'} in "
+                  f"{count(len(cl['files']), 'commitlog file')}, {count(len(cl['queues']), 'queue')}; abort file: {'present' if result['abort'] else 'absent'}")
 
 
 # ------------------------------------------------------------------------------- verify
@@ -308,14 +309,14 @@ def verify(root: RootArg, json_out: JsonOpt = False,
         for p in report.problems:
             console.print(f"[red]PROBLEM[/] [{p.area}] {_escape(str(p))}")
         for area, n in report.suppressed.items():
-            console.print(f"... and {n} more {area} problems (see --json)")
+            console.print(f"... and {count(n, f'more {area} problem')} (see --json)")
         if report.deleted_topics:
             console.print(f"deleted topics (records kept, queues and config gone, as a topic delete leaves them): "
                           f"{_escape(', '.join(report.deleted_topics))}")
         found = len(report.problems) + sum(report.suppressed.values())
-        state = "[green]clean[/]" if report.ok else f"[red]{found} problem{'' if found == 1 else 's'}[/]"
-        console.print(f"{root}: {report.records} records, {report.queue_units} consume queue units, "
-                      f"{report.index_entries} index entries: {state}")
+        state = "[green]clean[/]" if report.ok else f"[red]{count(found, 'problem')}[/]"
+        console.print(f"{root}: {count(report.records, 'record')}, {count(report.queue_units, 'consume queue unit')}, "
+                      f"{count(report.index_entries, 'index entry')}: {state}")
     if not report.ok:
         raise typer.Exit(EXIT_PROBLEMS)
 
@@ -388,7 +389,7 @@ def query(
     else:
         if rows:
             _render_messages(rows)
-        console.print(f"{len(rows)} message{'s' if len(rows) != 1 else ''} found")
+        console.print(f"{count(len(rows), 'message')} found")
     for n in notes:
         err_console.print(f"mqtool: note: {n}", markup=False)
     if key is not None and res.damaged:

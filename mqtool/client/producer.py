@@ -130,8 +130,18 @@ class Producer(ClientBase):
         props.setdefault("WAIT", "true")
         return props
 
-    async def _heartbeat(self, addr: str) -> None:
-        if addr in self._heartbeat_sent:
+    async def heartbeat(self, topic: str) -> None:
+        """Heartbeat every broker that takes `topic`'s sends now, as a Java producer does at start
+        and every heartbeatBrokerInterval (30 s): the group is online before its first send and stays
+        so while it sends nothing (`producer connections` lists it)."""
+        route = await self.publish_route(topic)
+        for name in route.brokers:
+            addr = route.master(name)
+            if addr:
+                await self._heartbeat(addr, again=True)
+
+    async def _heartbeat(self, addr: str, again: bool = False) -> None:
+        if addr in self._heartbeat_sent and not again:
             return
         body = jsonbody.dumps({"clientID": self.client_id, "consumerDataSet": [],
                                "producerDataSet": [{"groupName": self.group}]})

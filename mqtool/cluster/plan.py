@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mqtool.common.plural import count
+
 CLUSTER_NAME = "DefaultCluster"
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 DEFAULT_BASE_PORT = 10911
@@ -112,7 +114,7 @@ def plan_cluster(groups: int, replicas: int, store_dir: Path, namesrv: str = DEF
     host, ns_port = parse_hostport(namesrv, "--namesrv")
     last = base_port + PORT_STEP * (groups * replicas - 1)
     if base_port - 2 < 1 or last + 1 > 65535:
-        raise ClusterInputError(f"--base-port {base_port} with {groups * replicas} brokers needs ports "
+        raise ClusterInputError(f"--base-port {base_port} with {count(groups * replicas, 'broker')} needs ports "
                                 f"{base_port - 2}..{last + 1}: outside 1..65535")
     template = dict(template or {})
     store_dir = Path(store_dir).expanduser().absolute()

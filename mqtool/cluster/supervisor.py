@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mqtool_remoting.listen import listen_problem
+
 from mqtool.cluster.plan import Member, Plan
 from mqtool.cluster.state import write_state
 
@@ -49,12 +51,8 @@ class Child:
 
 
 def port_free(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
+    """Whether the servers will be able to listen there: the brokers' and name server's own check."""
+    return listen_problem(host, port) is None
 
 
 def answers(host: str, port: int) -> bool:

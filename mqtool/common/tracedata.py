@@ -24,6 +24,8 @@ import enum
 import time
 from dataclasses import dataclass, field
 
+from mqtool.common.plural import count
+
 CONTENT_SPLITOR = "\x01"
 FIELD_SPLITOR = "\x02"
 DEFAULT_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"       # TopicValidator.RMQ_SYS_TRACE_TOPIC
@@ -185,7 +187,7 @@ _MIN_FIELDS = {TraceType.Pub: 12, TraceType.SubBefore: 8, TraceType.SubAfter: 6,
 def _record(line: list[str], now_ms: int) -> TraceRecord:
     t = _TYPES[line[0]]
     if len(line) < _MIN_FIELDS[t]:
-        raise TraceDecodeError(f"{t.value} record of {len(line)} fields (at least {_MIN_FIELDS[t]})")
+        raise TraceDecodeError(f"{t.value} record of {count(len(line), 'field')} (at least {_MIN_FIELDS[t]})")
     if t is TraceType.Pub:
         r = TraceRecord(t, timestamp=_long(line[1]), region_id=line[2], group=line[3], topic=line[4], msg_id=line[5],
                         tags=line[6], keys=line[7], store_host=line[8], body_length=_long(line[9]),

@@ -243,3 +243,24 @@ def test_a_name_server_with_enable_controller_in_namesrv(tmp_path):
         assert asyncio.run(ask_namesrv()).code == R.REQUEST_CODE_NOT_SUPPORTED   # not on the name server's port
     finally:
         assert proc.stop() == 0
+
+
+def test_ctrl_c_stops_it_cleanly_and_says_so(tmp_path):
+    """Issue 44: a Ctrl-C left no line; the stop is logged, as the broker and the name server log theirs."""
+    import os
+    import signal
+    port = free_port_pair()
+    (tmp_path / "c.conf").write_text(f"controllerStorePath={tmp_path / 'store'}\n")
+    proc = Process(["controller", "start", "--listen", f"127.0.0.1:{port}", "-c", str(tmp_path / "c.conf")],
+                   "boot success")
+    try:
+        wait_until("a controller leader", lambda: leader_ready(f"127.0.0.1:{port}"), 20)
+    finally:
+        os.kill(proc.proc.pid, signal.SIGINT)
+        code = proc.proc.wait(30)
+        err = proc.proc.stderr.read()
+        proc.proc.stderr.close()
+    assert code == 0, err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].endswith(f"mqtool.controller: The Controller n0 of DefaultControllerGroup on port "
+                                         f"{port} shut down cleanly"), err
