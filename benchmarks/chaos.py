@@ -92,8 +92,9 @@ class Load:
         finally:
             await p.close()
 
-    def longest_gap(self, since: float = 0.0) -> dict:
-        gaps = [g for g in self.gaps if g[1] >= since]
+    def longest_gap(self, since: float = 0.0, until: float = float("inf")) -> dict:
+        """The longest time without a SEND_OK among the gaps that overlap [since, until] (s from t0)."""
+        gaps = [g for g in list(self.gaps) if g[1] >= since and g[1] - g[0] <= until]
         if not gaps:
             return {"s": None, "ended_at": None}
         g = max(gaps)
@@ -176,7 +177,7 @@ class Faults:
         raise ValueError(kind)
 
 
-def run_fault(kind: str, hold: float, faults: Faults, mon: Monitor, t0: float, quiet: bool,
+def run_fault(kind: str, hold: float, faults: Faults, mon: Monitor, load: Load, t0: float, quiet: bool,
               settle: float = SETTLE_S) -> dict:
     g = faults.g
     before = mon.last() or g.sync_state() or {}
@@ -201,11 +202,12 @@ def run_fault(kind: str, hold: float, faults: Faults, mon: Monitor, t0: float, q
            "new_master_s": round(new_master - start, 3) if new_master else None,
            "new_master": next((s["master"] for t, s in mon.timeline if t == new_master), None) if new_master else None,
            "full_sync_state_set_s": round(full_at - start, 3) if full_at else None,
-           "full_after_heal_s": round(full_at - healed, 3) if full_at else None}
+           "full_after_heal_s": round(full_at - healed, 3) if full_at else None,
+           "send_gap_s": load.longest_gap(start - t0, time.monotonic() - t0)["s"]}
     if heal_error:
         rec["heal_error"] = heal_error
     log(f"  -> new master after {rec['new_master_s']} s ({rec['new_master']}), full SyncStateSet after "
-        f"{rec['full_sync_state_set_s']} s", t0, quiet)
+        f"{rec['full_sync_state_set_s']} s, longest send gap {rec['send_gap_s']} s", t0, quiet)
     return rec
 
 
@@ -307,12 +309,12 @@ def run(args, kinds: list[str], duration: float, seed: int, settle: float) -> di
         faults = Faults(g, net, rng)
         records = []
         if args.scenario == "isolate-master":
-            records.append(run_fault("isolate-master", ISOLATE_HOLD_S, faults, mon, t0, quiet, settle))
+            records.append(run_fault("isolate-master", ISOLATE_HOLD_S, faults, mon, load, t0, quiet, settle))
         else:
             end = time.monotonic() + duration
             while time.monotonic() < end:
                 kind = rng.choice(kinds)
-                records.append(run_fault(kind, rng.uniform(*HOLD_S[kind]), faults, mon, t0, quiet, settle))
+                records.append(run_fault(kind, rng.uniform(*HOLD_S[kind]), faults, mon, load, t0, quiet, settle))
                 time.sleep(rng.uniform(*GAP_S))
         wait_for("sends after the last fault", lambda: load.gaps and load.gaps[-1][1] > time.monotonic() - t0 - 1, 30)
         load.stop.set()
@@ -370,7 +372,10 @@ def failures(r: dict) -> list[str]:
             out.append(f"{b}: {res['duplicates']} keys read more than once (first {res['duplicate_keys'][:5]})")
     for b, v in (r.get("verify") or {}).items():
         if not v["clean"]:
-            out.append(f"{b}: store verify exit {v['exit']}: problems {v['problems']}, first: "
+            holes = (f"; {v['cq_holes']['records']} records without a consume queue unit, "
+                     f"{v['cq_holes']['last_before_an_epoch_start']} of them the last before an epoch start"
+                     if v.get("cq_holes") else "")
+            out.append(f"{b}: store verify exit {v['exit']}: problems {v['problems']}{holes}, first: "
                        f"{v['first_problems'][:3]} {v.get('stderr', '')}")
     for d in (r.get("commit_logs") or {}).get("differ", []):
         out.append(f"commit logs of {d['replicas'][0]} and {d['replicas'][1]} differ at byte {d['first_byte']} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -80,9 +81,33 @@ def store_verify(store: Path) -> dict:
                 out["first_problems"].append(f"{p['area']} {Path(p.get('path') or '').name}: {p['message']}")
         for area, n in (row.get("suppressed") or {}).items():
             out["problems"][area] = out["problems"].get(area, 0) + n
+    holes = [int(m.group(1)) for line in proc.stdout.splitlines()
+             for m in HOLE.finditer(line)]
+    if holes:
+        edges = epoch_starts(store)
+        sizes = record_sizes(store, holes)
+        out["cq_holes"] = {"records": len(holes),
+                           "last_before_an_epoch_start": sum(1 for h in holes if h + sizes.get(h, -1) in edges)}
     if proc.returncode not in (0, 1):
         out["stderr"] = proc.stderr.strip()[-500:]
     return out
+
+
+HOLE = re.compile(r"record at commitlog offset (\d+) \(queue offset \d+\) has no consume queue unit")
+
+
+def epoch_starts(store: Path) -> set[int]:
+    """Start offsets of the epochs in the store's epochFileCheckpoint (lines "epoch-startOffset")."""
+    f = store / "epochFileCheckpoint"
+    if not f.exists():
+        return set()
+    return {int(line.split("-")[1]) for line in f.read_text().splitlines() if "-" in line}
+
+
+def record_sizes(store: Path, offsets: list[int]) -> dict[int, int]:
+    """The total size (the record's first 4 bytes) of the commit-log record at each offset."""
+    data = commit_log(store)
+    return {o: int.from_bytes(data[o:o + 4], "big") for o in offsets if o + 4 <= len(data)}
 
 
 def commit_log(store: Path) -> bytes:
