@@ -123,7 +123,13 @@ class Monitor:
 
 def log(msg: str, t0: float, quiet: bool) -> None:
     if not quiet:
-        print(f"[{time.monotonic() - t0:7.2f}] {msg}", file=sys.stderr, flush=True)
+        print(f"{wall()} [{time.monotonic() - t0:7.2f}] {msg}", file=sys.stderr, flush=True)
+
+
+def wall() -> str:
+    """The wall clock as the processes' logs show it (UTC, ms), to find a fault's moment in them."""
+    now = time.time()
+    return time.strftime("%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}"
 
 
 def wait_for(what: str, check, timeout: float, every: float = 0.2):
@@ -181,7 +187,7 @@ def run_fault(kind: str, hold: float, faults: Faults, mon: Monitor, load: Load, 
               settle: float = SETTLE_S) -> dict:
     g = faults.g
     before = mon.last() or g.sync_state() or {}
-    start = time.monotonic()
+    start, at_utc = time.monotonic(), wall()
     target, heal = faults.inject(kind)
     log(f"fault {kind} on {target} (master was {before.get('master')}, epoch {before.get('epoch')}), "
         f"healed in {hold:.1f} s", t0, quiet)
@@ -197,7 +203,7 @@ def run_fault(kind: str, hold: float, faults: Faults, mon: Monitor, load: Load, 
     epoch0 = before.get("epoch") or 0
     new_master = mon.first(start, lambda s: s and s["master"] and s["epoch"] > epoch0)
     full_at = mon.first(healed, g.full) if full else None
-    rec = {"kind": kind, "target": target, "at_s": round(start - t0, 3), "hold_s": round(hold, 3),
+    rec = {"kind": kind, "target": target, "at_s": round(start - t0, 3), "at_utc": at_utc, "hold_s": round(hold, 3),
            "master_before": before.get("master"), "epoch_before": epoch0,
            "new_master_s": round(new_master - start, 3) if new_master else None,
            "new_master": next((s["master"] for t, s in mon.timeline if t == new_master), None) if new_master else None,
