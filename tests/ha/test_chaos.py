@@ -48,4 +48,3 @@ def test_an_isolated_master_loses_no_acknowledged_message_with_all_ack():
     assert result["summary"]["missing"] == {b: 0 for b in result["summary"]["missing"]}, \
         (result["summary"], result["failures"])
     assert code == 0, result["failures"]
-
