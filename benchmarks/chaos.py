@@ -334,7 +334,7 @@ def run(args, kinds: list[str], duration: float, seed: int, settle: float) -> di
         stops |= {h: g.stop(h) for h in g.host_names if h not in g.brokers}
         result["stops"] = stops
         stores = {b: g.procs[b].store for b in g.brokers}
-        result["verify"] = {b: chaoscheck.store_verify(s) for b, s in stores.items()}
+        result["verify"] = {b: chaoscheck.store_verify(s, g.procs[b].log) for b, s in stores.items()}
         result["commit_logs"] = chaoscheck.compare_commit_logs(stores)
         result["tracebacks"] = chaoscheck.tracebacks({n: p.log for n, p in g.procs.items()})
     except BaseException as exc:  # noqa: BLE001 - Ctrl-C and SystemExit too: reported, then cleaned up
@@ -378,9 +378,11 @@ def failures(r: dict) -> list[str]:
             out.append(f"{b}: {res['duplicates']} keys read more than once (first {res['duplicate_keys'][:5]})")
     for b, v in (r.get("verify") or {}).items():
         if not v["clean"]:
-            holes = (f"; {v['cq_holes']['records']} records without a consume queue unit, "
-                     f"{v['cq_holes']['last_before_an_epoch_start']} of them the last before an epoch start"
-                     if v.get("cq_holes") else "")
+            h = v.get("cq_holes")
+            holes = (f"; {h['records']} records without a consume queue unit: "
+                     f"{h['last_before_an_epoch_start']} the last before an epoch start, "
+                     f"{h['at_a_restarts_confirm_offset']} the first above a restart's confirmOffset, "
+                     f"{len(h['elsewhere'])} elsewhere" if h else "")
             out.append(f"{b}: store verify exit {v['exit']}: problems {v['problems']}{holes}, first: "
                        f"{v['first_problems'][:3]} {v.get('stderr', '')}")
     for d in (r.get("commit_logs") or {}).get("differ", []):

@@ -63,7 +63,7 @@ def compare(acked: dict[str, dict], found: Counter) -> dict:
             "duplicate_keys": dupes[:20], "read": sum(found.values())}
 
 
-def store_verify(store: Path) -> dict:
+def store_verify(store: Path, log: Path | None = None) -> dict:
     """`mqtool store verify --json` of a stopped store: clean or not, its counts, and its problems
     counted by area (those it printed and those it suppressed) with the first few."""
     proc = subprocess.run([sys.executable, "-m", "mqtool", "store", "verify", "--json", str(store)],
@@ -84,16 +84,31 @@ def store_verify(store: Path) -> dict:
     holes = [int(m.group(1)) for line in proc.stdout.splitlines()
              for m in HOLE.finditer(line)]
     if holes:
-        edges = epoch_starts(store)
-        sizes = record_sizes(store, holes)
-        out["cq_holes"] = {"records": len(holes),
-                           "last_before_an_epoch_start": sum(1 for h in holes if h + sizes.get(h, -1) in edges)}
+        out["cq_holes"] = classify_holes(store, holes, log)
     if proc.returncode not in (0, 1):
         out["stderr"] = proc.stderr.strip()[-500:]
     return out
 
 
 HOLE = re.compile(r"record at commitlog offset (\d+) \(queue offset \d+\) has no consume queue unit")
+
+
+RESTART_CONFIRM = re.compile(r"consume queues and index only up to confirmOffset (\d+)")
+
+
+def classify_holes(store: Path, holes: list[int], log: Path | None) -> dict:
+    """Commit-log records without a consume-queue unit, and where they sit: the last record before
+    an epoch start (written above confirmOffset when the master changed), or the first above the
+    confirmOffset a restart rebuilt its queues to (the broker's log says which), or elsewhere."""
+    edges = epoch_starts(store)
+    sizes = record_sizes(store, holes)
+    restarts = {int(m.group(1)) for m in RESTART_CONFIRM.finditer(log.read_text(errors="replace"))} \
+        if log is not None and log.exists() else set()
+    before_epoch = [h for h in holes if h + sizes.get(h, -1) in edges]
+    at_restart = [h for h in holes if h in restarts and h not in before_epoch]
+    return {"records": len(holes), "last_before_an_epoch_start": len(before_epoch),
+            "at_a_restarts_confirm_offset": len(at_restart),
+            "elsewhere": sorted(set(holes) - set(before_epoch) - set(at_restart))[:10]}
 
 
 def epoch_starts(store: Path) -> set[int]:

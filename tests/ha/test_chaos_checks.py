@@ -56,3 +56,20 @@ def test_every_kind_of_problem_fails_the_run(bench):
            "tracebacks": {"ns": ["| KeyError: 1"]}, "error": "RuntimeError: b0 did not start"}
     got = chaos.failures(bad)
     assert len(got) == 7, got
+
+
+def test_consume_queue_holes_are_told_apart_by_where_they_sit(bench, tmp_path):
+    """Holes the runs found: the last record before an epoch start, and the first record above the
+    confirmOffset a restarted broker rebuilt its queues to (its log line names it)."""
+    _, check = bench
+    store = tmp_path / "store"
+    (store / "commitlog").mkdir(parents=True)
+    records = b"".join(size.to_bytes(4, "big") + b"r" * (size - 4) for size in (100, 100, 100, 100))
+    (store / "commitlog" / "00000000000000000000").write_bytes(records)
+    (store / "epochFileCheckpoint").write_text("2\n123\n1-0\n2-200")
+    log = tmp_path / "broker.log"
+    log.write_text("INFO store recovery: controller mode: consume queues and index only up to confirmOffset 300 "
+                   "(checkpoint 250, queues end at 300, commit log at 400)\n")
+    got = check.classify_holes(store, [100, 300, 0], log)
+    assert got == {"records": 3, "last_before_an_epoch_start": 1, "at_a_restarts_confirm_offset": 1,
+                   "elsewhere": [0]}
