@@ -210,10 +210,16 @@ def run_fault(kind: str, hold: float, faults: Faults, mon: Monitor, load: Load, 
            "full_sync_state_set_s": round(full_at - start, 3) if full_at else None,
            "full_after_heal_s": round(full_at - healed, 3) if full_at else None,
            "send_gap_s": load.longest_gap(start - t0, time.monotonic() - t0)["s"]}
+    if new_master:      # each replica back in the new master's SyncStateSet (a slave that follows late shows here)
+        rec["in_sync_again_s"] = {}
+        for b in g.brokers:
+            t = mon.first(new_master, lambda s, b=b: s and s["epoch"] > epoch0 and b in s["in_sync"])
+            rec["in_sync_again_s"][b] = round(t - start, 3) if t else None
     if heal_error:
         rec["heal_error"] = heal_error
     log(f"  -> new master after {rec['new_master_s']} s ({rec['new_master']}), full SyncStateSet after "
-        f"{rec['full_sync_state_set_s']} s, longest send gap {rec['send_gap_s']} s", t0, quiet)
+        f"{rec['full_sync_state_set_s']} s, longest send gap {rec['send_gap_s']} s"
+        + (f", each in sync again after {rec['in_sync_again_s']}" if new_master else ""), t0, quiet)
     return rec
 
 
