@@ -238,7 +238,9 @@ def stats(root: RootArg, json_out: JsonOpt = False) -> None:
         emit_json(result)
     else:
         _print_stats(result)
-    if damaged:
+    for line in result["unreadable"]:
+        err_console.print(f"mqtool: unreadable: {line}", markup=False)
+    if damaged or result["unreadable"]:
         raise typer.Exit(EXIT_PROBLEMS)
 
 
@@ -280,6 +282,8 @@ def _print_stats(result: dict) -> None:
                       f"delay levels in progress {sorted(cfg['delay_offsets']['levels'])}")
         for part in cfg.values():
             for w in part.get("warnings", []):
+                if w in result["unreadable"]:
+                    continue        # said once, with the other unreadable parts
                 err_console.print(f"mqtool: warning: {w}", markup=False)
     total = sum(q["messages"] for q in cl["queues"])
     console.print(f"[bold]{total}[/] messages in {len(cl['files'])} commitlog files, "
