@@ -237,7 +237,10 @@ def message_query(namesrv: NamesrvOpt = "127.0.0.1:9876",
     if sum(x is not None for x in (key, unique_key, msg_id)) != 1:
         raise UsageError("give exactly one of --key, --unique-key, --id")
     if msg_id:
-        from mqtool_store.msgid import offset_id_fields
+        from mqtool_store.msgid import is_message_id, offset_id_fields
+        if not is_message_id(msg_id):
+            raise UsageError(f"{msg_id} is not a message id (an offset id or a unique key: 32 or 56 hex digits); "
+                             "a key of another form: --unique-key with -t")
         unused = [n for n, v in (("--begin", begin), ("--end", end)) if v is not None]
         if unused:
             raise UsageError(f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to --key and "

@@ -346,6 +346,7 @@ def query(
     """Find messages by key (through the index files), by msgId (an offset id read directly, a unique
     key through the index files), or by commitlog offset."""
     from mqtool_store.dump import record_row
+    from mqtool_store.msgid import is_message_id
     from mqtool_store.query import query_by_key, query_by_msg_id, query_by_offset
     _root(root)
     check_choice(body, BODY_MODES, "--body")
@@ -373,6 +374,9 @@ def query(
                          f" for other keys and {'was' if one else 'were'} dropped")
         notes += [f"skipped damaged index data: {d}" for d in res.damaged]
     elif msg_id is not None:
+        if not is_message_id(msg_id):
+            raise UsageError(f"{msg_id} is not a message id (an offset id or a unique key: 32 or 56 hex digits); "
+                             "a key of another form: --key with --topic")
         res_id = query_by_msg_id(root, msg_id, topic)
         found = res_id.records
         notes += res_id.notes
