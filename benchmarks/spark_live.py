@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from brokerproc import REPO, broker_process, tree_env  # noqa: E402
+from brokerproc import REPO, broker_process, die_with_parent, tree_env  # noqa: E402
 
 
 def drain(proc) -> None:
@@ -140,7 +140,7 @@ def stream_latency_cli(ns: str, topic: str, rate: int, seconds: float, tmp: Path
     proc = subprocess.Popen([sys.executable, "-m", "mqtool", "spark", "export", "-n", ns, "-t", topic, "-o", str(out),
                              "--checkpoint", str(ck), "--interval", "1s", "--master", "local[2]"],
                             cwd=tree["dir"] if tree else REPO, env=tree["env"] if tree else None,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent())
     try:
         asyncio.run(send_one(ns, topic))
         first = 0
