@@ -37,10 +37,11 @@ def detail(proc) -> dict[str, str]:
     return fields
 
 
-@pytest.mark.parametrize("by", ["unique key", "offset id"])
+@pytest.mark.parametrize("by", ["unique key", "offset id", "--unique-key"])
 def test_a_message_by_id_shows_every_field_and_the_body(sent, by):
     msg = sent["text"]
-    args = ("-i", msg["msg_id"], "-t", TOPIC) if by == "unique key" else ("-i", msg["offset_msg_id"])
+    args = {"unique key": ("-i", msg["msg_id"], "-t", TOPIC), "offset id": ("-i", msg["offset_msg_id"]),
+            "--unique-key": ("--unique-key", msg["msg_id"], "-t", TOPIC)}[by]
     shown = detail(run_cli("message", "query", "-n", sent["ns"], *args))
     assert shown["Topic"] == TOPIC and shown["Tags"] == "[TagD]" and shown["Keys"] == "[order-7 shop-2]"
     assert shown["Queue ID"] == "0" and shown["Queue Offset"] == str(msg["queue_offset"])
