@@ -31,7 +31,7 @@ _PRCTL = _libc_prctl()
 def die_with_parent(sig: int = signal.SIGKILL):
     """A `preexec_fn` for subprocess.Popen: the child gets `sig` when its parent dies. A parent
     that died before the child set this (the child then belongs to another process) ends the
-    child at once. None where it cannot be set."""
+    child before it execs. None where it cannot be set."""
     if _PRCTL is None:
         return None
     parent = os.getpid()
@@ -39,5 +39,5 @@ def die_with_parent(sig: int = signal.SIGKILL):
     def set_in_child() -> None:
         _PRCTL(PR_SET_PDEATHSIG, int(sig))
         if os.getppid() != parent:
-            os.kill(os.getpid(), sig)
+            os._exit(1)         # not a signal: the parent's handler for it would be ours until exec
     return set_in_child
