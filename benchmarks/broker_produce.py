@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from brokerproc import REPO, broker_process, cpu_seconds, free_port, free_port_pair  # noqa: E402,F401 - shared
+from brokerproc import REPO, broker_process, cpu_seconds, die_with_parent, free_port, free_port_pair  # noqa: E402,F401 - shared
 
 PRODUCER = r"""
 import sys, time, json, threading
@@ -109,7 +109,7 @@ def summarize(rts: list[float], fails: int, seconds: float) -> dict:
 def run_producers(ns: str, topic: str, threads: int, procs: int, seconds: float, broker_pid: int) -> dict:
     cpu0 = cpu_seconds(broker_pid)
     ps = [subprocess.Popen([sys.executable, "-c", PRODUCER, ns, topic, str(threads), str(seconds)],
-                           stdout=subprocess.PIPE, text=True) for _ in range(procs)]
+                           stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent()) for _ in range(procs)]
     outs = [json.loads(p.communicate(timeout=seconds + 60)[0].strip().splitlines()[-1]) for p in ps]
     cpu = cpu_seconds(broker_pid) - cpu0
     rts = [r for o in outs for r in o["rts"]]

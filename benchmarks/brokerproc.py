@@ -16,6 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from tests.ports import free_port, free_port_pair  # noqa: E402,F401 - this folder's scripts take them from here
+from mqtool.cluster.lifeline import die_with_parent  # noqa: E402 - every server here dies with its benchmark
 CLK = os.sysconf("SC_CLK_TCK")
 
 
@@ -100,7 +101,7 @@ def _boot(cmd: list[str], tree: Path | None, env: dict | None, boot_timeout: flo
     """Start `cmd` and read its stderr until "boot success": (the process, "") once booted, or
     (the ended process, its last log line) if it ended first. Past `boot_timeout` it is killed."""
     proc = subprocess.Popen(cmd, cwd=tree or REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=die_with_parent())
     deadline, last = time.monotonic() + boot_timeout, ""
     while True:
         line = proc.stderr.readline()

@@ -38,7 +38,7 @@ from mqtool_remoting.batch import encode_batch  # noqa: E402
 from mqtool_remoting.codes import RequestCode  # noqa: E402
 from mqtool_remoting.command import RemotingCommand  # noqa: E402
 
-from brokerproc import free_port_pair  # noqa: E402
+from brokerproc import die_with_parent, free_port_pair  # noqa: E402
 from broker_capacity import frames_of, pull_request  # noqa: E402
 
 TOPIC = "CrashRestart"
@@ -66,7 +66,8 @@ class Broker:
         self.proc = subprocess.Popen([sys.executable, "-m", "mqtool", "broker", "start", "-c", str(conf),
                                       "--listen", f"127.0.0.1:{self.port}", "--store-dir", str(self.store),
                                       "--embedded-namesrv", f"127.0.0.1:{self.ns_port}"],
-                                     cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                     cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=die_with_parent())
         threading.Thread(target=self._read, args=(self.proc, self.lines, self.booted), daemon=True).start()
         return t0
 

@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from brokerproc import free_port, free_port_pair  # noqa: E402 - this folder's scripts share it
+from brokerproc import die_with_parent, free_port, free_port_pair  # noqa: E402 - this folder's scripts share them
 from mqtool.client.producer import OutMessage, Producer  # noqa: E402
 from mqtool_remoting import jsonbody  # noqa: E402
 from mqtool_remoting.codes import RequestCode  # noqa: E402
@@ -57,7 +57,7 @@ PROCS: dict[str, subprocess.Popen] = {}
 def spawn(name: str, args: list[str], log: Path, ready: str, timeout: float = 60) -> subprocess.Popen:
     f = open(log, "a")
     proc = subprocess.Popen([sys.executable, "-m", "mqtool", *args], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=f, start_new_session=True)
+                            stderr=f, start_new_session=True, preexec_fn=die_with_parent())
     PROCS[name] = proc
     deadline = time.monotonic() + timeout
     while ready not in log.read_text():

@@ -43,7 +43,7 @@ from mqtool_remoting.transport import RemotingClient  # noqa: E402
 from mqtool_store.messagestore import Message, MessageStore  # noqa: E402
 from mqtool_store.storeconfig import MessageStoreConfig  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from brokerproc import free_port_pair  # noqa: E402 - this folder's scripts share it
+from brokerproc import die_with_parent, free_port_pair  # noqa: E402 - this folder's scripts share them
 
 GET_BROKER_HA_STATUS = 907
 BATCH = 32 * 1024                      # haTransferBatchSize, and the loopback baseline's chunk
@@ -109,7 +109,7 @@ finally:
 # ---------------------------------------------------------------------- processes
 
 def spawn(cmd: list[str], **kw) -> subprocess.Popen:
-    proc = subprocess.Popen(cmd, cwd=REPO, **kw)
+    proc = subprocess.Popen(cmd, cwd=REPO, preexec_fn=die_with_parent(), **kw)
     PROCS.append(proc)
     return proc
 

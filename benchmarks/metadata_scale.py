@@ -52,7 +52,7 @@ from mqtool_remoting.codes import RequestCode  # noqa: E402
 from mqtool_remoting.command import RemotingCommand  # noqa: E402
 from mqtool_remoting.transport import RemotingClient  # noqa: E402
 
-from brokerproc import free_port, free_port_pair, rss_anon_kib  # noqa: E402
+from brokerproc import die_with_parent, free_port, free_port_pair, rss_anon_kib  # noqa: E402
 
 JAVA_2000_CREATES_S = 7.7      # issue 28: Apache RocketMQ 4.9.8 on this machine, same client
 
@@ -73,7 +73,7 @@ class Server:
     def __init__(self, args: list[str], ready: str = "boot success", timeout: float = 300):
         t0 = time.perf_counter()
         self.proc = subprocess.Popen([sys.executable, "-m", "mqtool", *args], cwd=REPO, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent())
         deadline = time.monotonic() + timeout
         while True:
             line = self.proc.stderr.readline()

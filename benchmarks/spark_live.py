@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from brokerproc import REPO, broker_process, tree_env  # noqa: E402
+from brokerproc import REPO, broker_process, die_with_parent, tree_env  # noqa: E402
 
 
 def drain(proc) -> None:
@@ -88,13 +88,21 @@ def stream_latency(spark, ns: str, topic: str, rate: int, seconds: float, tmp: P
         "startingOffsets", "latest").load()
     q = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ck))
          .trigger(processingTime="1 second").start())
-    time.sleep(3)                       # the first (empty) batches, JVM warm-up; not measured
+    # The first (empty) batch: "latest" is resolved then, so a message sent before it would be
+    # skipped (a fixed 3 s wait was too short on a loaded machine). JVM warm-up; not measured.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not q.recentProgress:
+        time.sleep(0.2)
+    if not q.recentProgress:
+        raise SystemExit("the streaming query made no first batch in 120 s")
     # One message first, and its batch not counted: a new session's first rows also pay for the
     # Python workers' start and Spark's first Parquet write (seconds; the p99 of a cold run).
     asyncio.run(send_one(ns, topic))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(p["numInputRows"] for p in q.recentProgress):
         time.sleep(0.2)
+    if not any(p["numInputRows"] for p in q.recentProgress):
+        raise SystemExit("the streaming query read no row of the first message in 120 s")
     first = max(p["batchId"] for p in q.recentProgress if p["numInputRows"]) + 1
     sent = asyncio.run(paced_sends(ns, topic, rate, seconds))
     deadline = time.monotonic() + 60                  # until the query has committed every message sent
@@ -140,7 +148,7 @@ def stream_latency_cli(ns: str, topic: str, rate: int, seconds: float, tmp: Path
     proc = subprocess.Popen([sys.executable, "-m", "mqtool", "spark", "export", "-n", ns, "-t", topic, "-o", str(out),
                              "--checkpoint", str(ck), "--interval", "1s", "--master", "local[2]"],
                             cwd=tree["dir"] if tree else REPO, env=tree["env"] if tree else None,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent())
     try:
         asyncio.run(send_one(ns, topic))
         first = 0
@@ -188,27 +196,35 @@ MQTOOL_SESSION = ("from mqtool.spark.session import spark_session; "
                   "spark_session('local[2,4]')[0].stop()")
 
 
-def small_job(ns: str, tmp: Path, messages: int, runs: int, before: dict | None = None) -> dict:
+def small_job(ns: str, tmp: Path, messages: int, runs: int, before: dict | None = None,
+              baselines: bool = True) -> dict:
     """A small availableNow export end to end against a bare Spark session's start and stop, run by
-    run interleaved (and `before`'s export of the same, when given)."""
+    run interleaved (and `before`'s export of the same, when given). Without `baselines` (--quick)
+    only the exports run: two fewer Spark starts a run."""
     subprocess.run([sys.executable, "-m", "mqtool", "send", "-n", ns, "-t", "Small", "--count", str(messages),
                     "--batch", "64", "--size", "128"], cwd=REPO, capture_output=True, timeout=300, check=True)
     out = []
     for i in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", BARE_SESSION], capture_output=True, timeout=600, check=True)
-        run = {"bare_session_s": round(time.perf_counter() - t0, 2)}
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", MQTOOL_SESSION], cwd=REPO, capture_output=True, timeout=600, check=True)
-        run["mqtool_session_s"] = round(time.perf_counter() - t0, 2)
+        run = {}
+        if baselines:
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", BARE_SESSION], capture_output=True, timeout=600, check=True)
+            run["bare_session_s"] = round(time.perf_counter() - t0, 2)
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", MQTOOL_SESSION], cwd=REPO, capture_output=True, timeout=600,
+                           check=True)
+            run["mqtool_session_s"] = round(time.perf_counter() - t0, 2)
         for side, tree in (("export", None), ("before", before)):
             if side == "export" or tree:
                 run[f"{side}_s"] = round(cli_seconds("-n", ns, "-t", "Small", "-o", tmp / f"small-{side}-{i}",
                                                      "--checkpoint", tmp / f"small-ck-{side}-{i}", "--available-now",
                                                      tree=tree), 2)
-                run[f"{side}_extra_s"] = round(run[f"{side}_s"] - run["bare_session_s"], 2)
-                run[f"{side}_over_mqtool_session_s"] = round(run[f"{side}_s"] - run["mqtool_session_s"], 2)
+                if baselines:
+                    run[f"{side}_extra_s"] = round(run[f"{side}_s"] - run["bare_session_s"], 2)
+                    run[f"{side}_over_mqtool_session_s"] = round(run[f"{side}_s"] - run["mqtool_session_s"], 2)
         out.append(run)
+    if not baselines:
+        return {"messages": messages, "runs": out}
     median = lambda k: sorted(r[k] for r in out)[len(out) // 2]  # noqa: E731
     result = {"messages": messages, "runs": out, "median_extra_s": median("export_extra_s"),
               "median_over_mqtool_session_s": median("export_over_mqtool_session_s")}
@@ -234,10 +250,19 @@ finally:
 """
 
 
-def replay_figure(ns: str, src: Path, n: int, before: dict | None = None) -> dict:
+def replay_figure(ns: str, src: Path, n: int, before: dict | None = None, session=None) -> dict:
     """Replay of `src` with the sink in a new Spark session (its start not counted), twice (the
     first pays for the session's first Python workers), against `send --batch 64` of n messages
-    just before it; then the same with `before`'s code, when given."""
+    just before it; then the same with `before`'s code, when given. With `session` (--quick), once
+    in that session instead."""
+    if session is not None:
+        from mqtool.spark.livejobs import replay
+        send = send_cli(ns, "Bench2", n)
+        t0 = time.perf_counter()
+        rows = replay(session, str(src), {"namesrv": ns, "topic": "Replay"})["rows"]
+        rate = rows / (time.perf_counter() - t0)
+        return {"rows": rows, "send_batch_msg_s": send, "first_replay_msg_s": round(rate),
+                "first_replay_ratio": round(rate / send, 3)}
     result = {}
     for side, tree in (("after", None), ("before", before)):
         if side == "before" and not tree:
@@ -275,7 +300,10 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=2_000_000)
     ap.add_argument("--stream-seconds", type=float, default=30.0)
     ap.add_argument("--rate", type=int, default=2000)
-    ap.add_argument("--quick", action="store_true", help="20,000 messages, 5 s of streaming (a smoke run)")
+    ap.add_argument("--quick", action="store_true", help="a smoke run, well inside the tests' timeout on a loaded "
+                    "machine: 5,000 messages, 2 s of streaming, no warm-up runs, one Spark start instead of "
+                    "fourteen (the replay once in the benchmark's session; the end-to-end CLI exports, each a Spark "
+                    "start of its own, only in full runs and --*-only runs: tests/spark runs the CLI export)")
     ap.add_argument("--lake-only", action="store_true", help="only the live/offline export to Parquet, end to end")
     ap.add_argument("--small-only", action="store_true", help="only the small availableNow export against a bare "
                     "Spark session")
@@ -289,7 +317,7 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.quick:
-        a.messages, a.stream_seconds = 20_000, 5.0
+        a.messages, a.stream_seconds, a.small_messages, a.small_runs = 5_000, 2.0, 500, 1
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -311,7 +339,7 @@ def main() -> int:
             return 0
         if a.small_only:
             result.pop("messages")
-            result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs, before)
+            result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs, before, not a.quick)
             return done()
         if a.stream_only:
             result.pop("messages")
@@ -331,7 +359,8 @@ def main() -> int:
                 spark.stop()
             result["replay"] = replay_figure(b.namesrv, tmp / "offline", a.messages, before)
             return done()
-        result["lake"] = lake(b.namesrv, b.tmp / "store", "Bench", tmp)
+        if not a.quick:
+            result["lake"] = lake(b.namesrv, b.tmp / "store", "Bench", tmp)
         if a.lake_only:
             return done()
         spark, _log = spark_session("local[2]", log_dir=tmp / "log")
@@ -341,8 +370,9 @@ def main() -> int:
                 return spark.read.format("rocketmq").option("namesrv", b.namesrv).option("topics", "Bench").load()
             # Both sides warmed alike, by one whole run each: the JVM compiles its Arrow intake on the
             # live side's first run (a one-row warm-up left ~2 s of it in the measured read).
-            live().write.format("noop").mode("overwrite").save()
-            run_export(spark, b.tmp / "store", str(tmp / "warm"), writer="tasks")
+            if not a.quick:
+                live().write.format("noop").mode("overwrite").save()
+                run_export(spark, b.tmp / "store", str(tmp / "warm"), writer="tasks")
             t0 = time.perf_counter()
             live().write.format("noop").mode("overwrite").save()         # the read alone
             read_s = time.perf_counter() - t0
@@ -359,13 +389,16 @@ def main() -> int:
             result["live_read_ratio"] = round(result["live_read_rows_s"] / result["offline_export_rows_s"], 3)
             result["live_read_to_parquet_ratio"] = round(
                 result["live_read_to_parquet_rows_s"] / result["offline_export_rows_s"], 3)
-            result["replay"] = replay_figure(b.namesrv, tmp / "offline", a.messages, before)
+            result["replay"] = replay_figure(b.namesrv, tmp / "offline", a.messages, before,
+                                             session=spark if a.quick else None)
             result["stream"] = stream_latency(spark, b.namesrv, "Stream", a.rate, a.stream_seconds, tmp)
         finally:
             spark.stop()
-        stream_cli_figures(result, b.namesrv, a, tmp, before)
+        if not a.quick:
+            stream_cli_figures(result, b.namesrv, a, tmp, before)
         # Last: its messages would be in the offline export's store above.
-        result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs, before)
+        if not a.quick:
+            result["small"] = small_job(b.namesrv, tmp, a.small_messages, a.small_runs, before)
     result["baseline"] = {"offline_export_rows_s": result["offline_export_rows_s"],
                           "send_batch_msg_s": result["send_batch_msg_s"]}
     if a.json:

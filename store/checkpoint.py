@@ -57,6 +57,25 @@ class Checkpoint:
                             self.confirm_phy_offset).ljust(CHECKPOINT_FILE_SIZE, b"\0")
 
 
+# Later than this past the reading machine's clock, a time is not one a broker wrote (clocks drift, a day is plenty).
+PLAUSIBLE_AHEAD_MS = 86_400_000
+
+
+def implausible_fields(cp: Checkpoint, now_ms: int) -> list[tuple[int, str]]:
+    """(byte offset, why) for each field no broker writes: a time before 1970 or more than a day
+    ahead of now_ms, a negative offset. Random bytes fail here, a real checkpoint never does."""
+    out = []
+    for offset, name in ((0, "physic_msg_timestamp"), (8, "logics_msg_timestamp"), (16, "index_msg_timestamp")):
+        value = getattr(cp, name)
+        if value < 0 or value > now_ms + PLAUSIBLE_AHEAD_MS:
+            out.append((offset, f"{name} {value} is not a plausible time"))
+    for offset, name in ((24, "master_flushed_offset"), (32, "confirm_phy_offset")):
+        value = getattr(cp, name)
+        if value < 0:
+            out.append((offset, f"{name} {value} is negative"))
+    return out
+
+
 def decode_checkpoint(buf, path=None) -> Checkpoint:
     """Java reads the first page whatever the file size; fewer than 24 bytes cannot be a checkpoint."""
     if len(buf) < 24:

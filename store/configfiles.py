@@ -71,12 +71,14 @@ class LoadedConfig:
     data: dict
     used_backup: bool = False
     warnings: list[str] = field(default_factory=list)
+    unreadable: bool = False    # the file is there but is not a config, and no backup stood in
 
 
 def load_config(path: str | os.PathLike, fallback_to_bak: bool = True) -> LoadedConfig:
     """ConfigManager.load: the main file, else its `.bak` with a warning; empty if neither."""
     main = Path(path)
     warnings = []
+    unreadable = False
     try:
         text = _read_text(main)
         if text.strip():
@@ -90,13 +92,14 @@ def load_config(path: str | os.PathLike, fallback_to_bak: bool = True) -> Loaded
         if not fallback_to_bak:
             raise
         warnings.append(str(exc))
+        unreadable = True
     bak = main.with_name(main.name + ".bak")
     if fallback_to_bak and bak.exists():
         text = _read_text(bak)
         if text.strip():
             warnings.append(f"using the backup {bak.name}")
             return LoadedConfig(bak, _parse(text, bak), True, warnings)
-    return LoadedConfig(main, {}, False, warnings)
+    return LoadedConfig(main, {}, False, warnings, unreadable)
 
 
 def _read_text(path: Path) -> str:

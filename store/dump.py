@@ -6,12 +6,13 @@ early) are yielded as {"kind": "stop", ...} rows so a caller can print them in o
 from __future__ import annotations
 
 import base64
+import time
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .checkpoint import decode_checkpoint
+from .checkpoint import decode_checkpoint, implausible_fields
 from .codes import TRANSACTION_TYPE_MASK, CompressionType, SysFlag, TransactionType, named
 from .commitlog import MessageRecord
 from .compression import compression_type, decompress
@@ -207,6 +208,11 @@ def dump_checkpoint(path: Path) -> Iterator[dict]:
         cp = decode_checkpoint(m.buf, path)
     yield {"kind": "checkpoint", "file": str(path), **vars(cp), "min_timestamp": cp.min_timestamp,
            "min_timestamp_index": cp.min_timestamp_index}
+    bad = implausible_fields(cp, int(time.time() * 1000))
+    if bad:
+        yield {"kind": "stop", "file": str(path), "position": bad[0][0], "reason": "corrupt",
+               "detail": "not a checkpoint a broker wrote: " + "; ".join(why for _, why in bad),
+               "clean": False, "invalid_bytes": None}
 
 
 def dump_config(path: Path) -> Iterator[dict]:

@@ -31,6 +31,12 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
     return str(ipaddress.ip_address(raw[:ip_len])), port, offset
 
 
+def is_message_id(text: str) -> bool:
+    """Whether text has a message id's form, an offset id's or a unique key's: 32 or 56 hex digits."""
+    t = text.strip()
+    return len(t) in (32, 56) and all(c in "0123456789abcdefABCDEF" for c in t)
+
+
 def offset_id_fields(msg_id: str) -> tuple[str, int, int] | None:
     """decode_offset_msg_id's answer for an id that can be an offset id (its port 1..65535, its
     offset not negative), None for any other id: a unique key, or a key of another client's

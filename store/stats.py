@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from .checkpoint import decode_checkpoint
+from .checkpoint import Checkpoint, decode_checkpoint, implausible_fields
+from .codes import CQ_UNIT_SIZE
 from .configfiles import apply_journal, journal_entries, load_config
 from .consumequeue import list_queues, queue_files, read_units, valid_prefix
 from .layout import StorePaths
@@ -171,11 +173,14 @@ def consumequeue_stats(root: Path) -> list[dict]:
     out = []
     for q in list_queues(d):
         files = queue_files(q)
-        units_total, min_off, max_off = 0, None, 0
+        units_total, min_off, max_off, damaged = 0, None, 0, []
         for i, f in enumerate(files):
             with ReadOnlyMap(f.path) as m:
                 units = read_units(m.buf)
                 n = valid_prefix(units)
+                if units[n:]["size"].any() or units[n:]["offset"].any():
+                    damaged.append(f"{f.path} at offset {n * CQ_UNIT_SIZE}: invalid consume queue unit "
+                                   "followed by more data")
                 if n and min_off is None:
                     first_real = np.flatnonzero(units["size"][:n] != 0x7FFFFFFF)
                     if first_real.size:
@@ -184,7 +189,7 @@ def consumequeue_stats(root: Path) -> list[dict]:
                 if n:
                     max_off = f.start // 20 + n
         out.append({"topic": q.topic, "queue_id": q.queue_id, "files": len(files), "units": units_total,
-                    "min_offset": min_off or 0, "max_offset": max_off})
+                    "min_offset": min_off or 0, "max_offset": max_off, **({"damaged": damaged} if damaged else {})})
     return out
 
 
@@ -213,14 +218,17 @@ def config_stats(root: Path) -> dict:
         data = apply_journal(loaded.data, table, journal)
         warnings = loaded.warnings + ([f"{len(journal)} changes from {name}.journal applied (the broker did not "
                                        "stop cleanly)"] if journal else [])
-        out[key] = {"count": len(data.get(table, {})), "source": loaded.path.name, "warnings": warnings}
+        out[key] = {"count": len(data.get(table, {})), "source": loaded.path.name, "warnings": warnings,
+                    "unreadable": loaded.unreadable}
     offsets = load_config(cfg / "consumerOffset.json")
     table = offsets.data.get("offsetTable", {})
     out["consumer_offsets"] = {"entries": {k: {int(q): o for q, o in v.items()} for k, v in table.items()},
-                               "source": offsets.path.name, "warnings": offsets.warnings}
+                               "source": offsets.path.name, "warnings": offsets.warnings,
+                               "unreadable": offsets.unreadable}
     delay = load_config(cfg / "delayOffset.json")
     out["delay_offsets"] = {"levels": {int(k): v for k, v in delay.data.get("offsetTable", {}).items()},
-                            "source": delay.path.name, "warnings": delay.warnings}
+                            "source": delay.path.name, "warnings": delay.warnings,
+                            "unreadable": delay.unreadable}
     return out
 
 
@@ -239,4 +247,20 @@ def store_stats(root, progress=None) -> dict:
         with ReadOnlyMap(paths.checkpoint) as m:
             result["checkpoint"] = vars(decode_checkpoint(m.buf, paths.checkpoint))
     result["config"] = config_stats(paths.root)
+    result["unreadable"] = unreadable_parts(result, paths)
     return result
+
+
+def unreadable_parts(result: dict, paths: StorePaths) -> list[str]:
+    """One line for each part of the store the stats could not read: a commit log file that ends in
+    bytes that are no record, consume queue units that are none, a checkpoint no broker wrote, a
+    config file that is no config. (Damaged index files are listed in result["index"].)"""
+    out = [f"{paths.commitlog / f['file']} at offset {f['write_position']}: {f['detail'] or 'corrupt'}"
+           for f in result["commitlog"]["files"] if f["end"] == "corrupt"]
+    out += [line for q in result["consumequeues"] for line in q.get("damaged", [])]
+    cp = result["checkpoint"]
+    if cp is not None:
+        out += [f"{paths.checkpoint} at offset {off}: {why}"
+                for off, why in implausible_fields(Checkpoint(**cp), int(time.time() * 1000))]
+    out += [w for part in result["config"].values() if part.get("unreadable") for w in part["warnings"][:1]]
+    return out

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from mqtool.cluster.lifeline import die_with_parent
+
 # Property tests (tests/*/test_fuzz_*.py): the default run is small and derandomized, so CI stays fast
 # and repeatable. MQTOOL_FUZZ=1 selects the "fuzz" profile: random, MQTOOL_FUZZ_EXAMPLES (600) a test,
 # over 100,000 inputs in all (README, "Fuzzing"):
@@ -71,7 +73,8 @@ def crashed_sent() -> list[dict]:
 def run_cli(*args: str, input: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
     """Run `python -m mqtool ARGS` as a user would; returns the completed process."""
     proc = subprocess.run([sys.executable, "-m", "mqtool", *map(str, args)], capture_output=True,
-                          text=True, input=input, cwd=REPO, timeout=120)
+                          text=True, input=input, cwd=REPO, timeout=120,
+                          preexec_fn=die_with_parent())     # a server started here ends with the tests
     if check and proc.returncode != 0:
         raise AssertionError(f"mqtool {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr}")
     return proc

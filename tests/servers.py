@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mqtool.cluster.lifeline import die_with_parent
 from tests.ports import free_port, free_port_pair  # noqa: F401 - the tests take them from here
 
 REPO = Path(__file__).parent.parent
@@ -49,7 +50,7 @@ class Process:
 
     def __init__(self, args: list[str], ready: str, env: dict | None = None):
         self.proc = subprocess.Popen([sys.executable, "-m", "mqtool", *args], cwd=REPO, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, env=env)
+                                     stderr=subprocess.PIPE, text=True, env=env, preexec_fn=die_with_parent())
         self.startup = wait_for_line(self.proc, ready)
 
     def stop(self) -> int:

@@ -1,12 +1,42 @@
 """Every benchmark runs in quick mode, so none of them can rot (figures are not checked here)."""
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from mqtool.cluster.lifeline import die_with_parent
+
 BENCH = Path(__file__).parent.parent / "benchmarks"
+QUICK_TIMEOUT = 240      # under pytest's 300 s, so that this, not pytest, ends a run that hangs
+
+
+def run_quick(cmd: list[str], timeout: float = QUICK_TIMEOUT) -> subprocess.CompletedProcess:
+    """Run a benchmark in its own process group and end the whole group afterwards, timeout
+    included: a server it started that outlived it (an orphaned broker ran on for 18 minutes after
+    a timeout) is killed with it. The script also dies if this process does (die_with_parent)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=BENCH.parent,
+                            start_new_session=True, preexec_fn=die_with_parent())
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        out, err = proc.communicate()
+        pytest.fail(f"{' '.join(cmd[1:])} took more than {timeout:.0f} s; its process group was killed:\n"
+                    f"{err[-2000:]}")
+    finally:
+        _kill_group(proc.pid)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:      # every process of the group has ended
+        pass
 
 
 @pytest.mark.slow
@@ -16,8 +46,7 @@ BENCH = Path(__file__).parent.parent / "benchmarks"
                                     "failover.py", "broker_inprocess.py",
                                     "store_open.py", "page_touch.py", "chaos.py"])
 def test_benchmark_quick_mode(script):
-    proc = subprocess.run([sys.executable, str(BENCH / script), "--quick", "--json"], capture_output=True, text=True,
-                          timeout=300, cwd=BENCH.parent)
+    proc = run_quick([sys.executable, str(BENCH / script), "--quick", "--json"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "skipped" in result or "baseline" in result
@@ -67,3 +96,20 @@ def test_a_brokers_cpu_per_thread_names_its_store_threads(monkeypatch):
     after = {"main": 3.0, "a": 0.25, "b": 0.5, "c": 0.1}
     assert broker_capacity.by_thread([before, after], 1_000_000, top=2) == {"main": 2.0, "a": 0.25, "others": 0.1}
     assert broker_capacity.by_thread([before], 10) == {}
+
+
+def test_a_quick_run_past_its_timeout_ends_with_every_process_it_started(tmp_path):
+    """A stand-in benchmark that starts a child which would outlive it (no lifeline) and then
+    hangs: the run fails at its timeout, and the child is gone with it."""
+    from tests.servers import wait_until
+    from tests.test_lifeline import gone
+    script, pid_file = tmp_path / "hangs.py", tmp_path / "child.pid"
+    script.write_text("import subprocess, sys, time\n"
+                      "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+                      f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+                      "time.sleep(600)\n")
+    with pytest.raises(pytest.fail.Exception, match="took more than 10 s; its process group was killed"):
+        run_quick([sys.executable, str(script)], timeout=10)
+    assert pid_file.exists(), "the stand-in benchmark never started its child"
+    child = int(pid_file.read_text())
+    wait_until(f"the hung benchmark's child {child} to end", lambda: gone(child), timeout=10)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -230,14 +231,23 @@ def message_query(namesrv: NamesrvOpt = "127.0.0.1:9876",
                       "producer prints (needs -t).")] = None,
                   begin: Annotated[Optional[str], typer.Option("--begin")] = None,
                   end: Annotated[Optional[str], typer.Option("--end")] = None,
+                  save_body: Annotated[Optional[Path], typer.Option(
+                      "--save-body", help="Write each body to DIR/<msgId> (mqadmin: /tmp/rocketmq/msgbodys).",
+                      metavar="DIR")] = None,
                   json_out: JsonOpt = False) -> None:
     """Find messages by key, unique key (UNIQ_KEY), or message id (mqadmin queryMsgById: an offset id is
-    read at the broker it names, a unique key is looked up through the index of its topic)."""
+    read at the broker it names, a unique key is looked up through the index of its topic). A message
+    found by id or unique key is shown in full: every field, and the body."""
     from mqtool.client.admin import QUERY_CAP
     if sum(x is not None for x in (key, unique_key, msg_id)) != 1:
         raise UsageError("give exactly one of --key, --unique-key, --id")
+    if save_body is not None and key is not None:
+        raise UsageError("--save-body applies to --id and --unique-key lookups")
     if msg_id:
-        from mqtool_store.msgid import offset_id_fields
+        from mqtool_store.msgid import is_message_id, offset_id_fields
+        if not is_message_id(msg_id):
+            raise UsageError(f"{msg_id} is not a message id (an offset id or a unique key: 32 or 56 hex digits); "
+                             "a key of another form: --unique-key with -t")
         unused = [n for n, v in (("--begin", begin), ("--end", end)) if v is not None]
         if unused:
             raise UsageError(f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to --key and "
@@ -252,17 +262,35 @@ def message_query(namesrv: NamesrvOpt = "127.0.0.1:9876",
         found, capped = run(namesrv, lambda a: a.query_by_key(topic, key or unique_key, QUERY_CAP,
                                                               parse_time(begin) or 0, parse_time(end) or 2**62,
                                                               unique=unique_key is not None))
-    rows = [{"broker": b, "topic": r.topic, "queue_id": r.queue_id, "queue_offset": r.queue_offset,
-             "msg_id": r.uniq_key or r.msg_id, "keys": " ".join(r.keys), "tags": r.tags or "",
-             "store_time": fmt_time(r.store_timestamp), "body": r.body.decode("utf-8", "replace")} for b, r in found]
-    if not rows:                        # like grep: nothing found is said, and exits 1
+    if not found:                       # like grep: nothing found is said, and exits 1
         what = f"unique key {unique_key or msg_id}" if unique_key or msg_id else f"key {key}"
         err_console.print(f"mqtool: no message found for {what} in topic {topic}", markup=False)
         raise typer.Exit(1)
+    if key is None:
+        _show_messages(found, save_body, json_out)
+        return
+    rows = [{"broker": b, "topic": r.topic, "queue_id": r.queue_id, "queue_offset": r.queue_offset,
+             "msg_id": r.uniq_key or r.msg_id, "keys": " ".join(r.keys), "tags": r.tags or "",
+             "store_time": fmt_time(r.store_timestamp), "body": r.body.decode("utf-8", "replace")} for b, r in found]
     out_rows(rows, json_out, ["broker", "topic", "queue_id", "queue_offset", "msg_id", "keys", "tags", "store_time"])
     if capped:
         err_console.print(f"mqtool: note: a broker returned its cap of {QUERY_CAP} messages; narrow the query with "
                           "--begin/--end", markup=False)
+
+
+def _show_messages(found: list, save_body: Path | None, json_out: bool) -> None:
+    """Messages found by id or unique key, each in full (mqadmin printMsg)."""
+    from mqtool.cli.msgdetail import message_fields, print_detail
+    from mqtool.cli.msgdetail import save_body as write_body
+    for n, (broker, rec) in enumerate(found):
+        fields, body = message_fields(broker, rec)
+        path = write_body(fields["msg_id"], body, save_body) if save_body is not None else None
+        if json_out:
+            emit_json(fields | ({"body_path": str(path)} if path else {}))
+            continue
+        if n:
+            console.print()
+        print_detail(fields, path)
 
 
 producer_app = typer.Typer(help="Producer groups.", no_args_is_help=True)

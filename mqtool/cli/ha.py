@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from mqtool.cli.auth import with_credentials
-from mqtool.cli.errors import UsageError
+from mqtool.cli.errors import UsageError, err_console
 from mqtool.cli.output import console, emit_json, fmt_time, table
 from mqtool.cli.send import NamesrvOpt
 
@@ -83,8 +83,13 @@ def _offline(stores: list[Path], json_out: bool) -> None:
         emit_json(diff)
     else:
         _print_diff(stores, diff)
-    if diff["first_difference"] is not None:
-        raise typer.Exit(1)             # the copies disagree: not lag but divergence
+    corrupt = [(side, store) for side, store in zip(("master", "slave"), stores)
+               if diff[f"{side}_end"].startswith("corrupt")]
+    for side, store in corrupt:
+        err_console.print(f"mqtool: unreadable: the {side}'s commit log ({store}) holds no valid record at offset "
+                          f"{diff[f'{side}_max_offset']} ({diff[f'{side}_end']})", markup=False)
+    if diff["first_difference"] is not None or corrupt:
+        raise typer.Exit(1)             # the copies disagree (not lag but divergence), or cannot be read
 
 
 def _print_diff(stores: list[Path], diff: dict) -> None:

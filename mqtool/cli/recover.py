@@ -108,14 +108,9 @@ def _commitlog_size(root: Path) -> int:
 
 def _cq_size(root: Path) -> int:
     """The size the broker's consume queue files have (6,000,000 by default)."""
-    from mqtool_store.mappedfiles import guess_mapped_size, list_mapped_files
-    sizes = []
-    d = root / "consumequeue"
-    for qdir in (p for t in d.iterdir() if t.is_dir() for p in t.iterdir() if p.is_dir()) if d.is_dir() else []:
-        files = list_mapped_files(qdir)
-        if len(files) > 1 or (files and files[0].size % 20 == 0):
-            sizes.append(guess_mapped_size(files))
-    return max(set(sizes), key=sizes.count) if sizes else 6_000_000
+    from mqtool_store.codes import DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
+    from mqtool_store.storesizes import consume_queue_file_size
+    return consume_queue_file_size(root) or DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
 
 
 def _index_slots(root: Path):

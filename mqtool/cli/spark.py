@@ -199,6 +199,7 @@ def rebuild_index(
 ) -> None:
     """Rebuild every consume queue and the index files from the commitlog."""
     from mqtool.cli.recover import broker_conf_settings
+    from mqtool.cli.storesizes import choose_sizes, sizes_line
     from mqtool.spark.rebuild import check_in_place, check_output, run_rebuild
     from mqtool.spark.session import require_pyspark
     from mqtool.spark.source import list_commitlog
@@ -212,30 +213,36 @@ def rebuild_index(
     if in_place and copy_commitlog:
         raise UsageError("--copy-commitlog applies to a rebuild into --out (in place the commitlog stays as it is)")
     cfg = MessageStoreConfig()
+    list_commitlog(str(store_root))
     try:
-        apply_store_properties(cfg, broker_conf_settings(config))
-        apply_store_properties(cfg, {k: str(v) for k, v in {
+        broker_conf = broker_conf_settings(config)
+        apply_store_properties(cfg, broker_conf)
+        sizes, sizes_from = choose_sizes(store_root, {
             "mappedFileSizeConsumeQueue": mapped_file_size_consume_queue, "maxHashSlotNum": max_hash_slot_num,
-            "maxIndexNum": max_index_num, "messageDelayLevel": message_delay_level}.items() if v is not None})
+            "maxIndexNum": max_index_num}, config, broker_conf)
+        apply_store_properties(cfg, sizes)
+        if message_delay_level is not None:
+            apply_store_properties(cfg, {"messageDelayLevel": message_delay_level})
         parse_delay_levels(cfg.messageDelayLevel)
     except (ValueError, StoreError) as exc:
         raise UsageError(str(exc)) from None
     if cfg.maxHashSlotNum <= 0 or cfg.maxIndexNum <= 0 or cfg.mappedFileSizeConsumeQueue <= 0:
         raise UsageError("sizes must be positive")
     extra = _conf(conf)
-    list_commitlog(str(store_root))
     if in_place:
         check_in_place(store_root)
     elif out is not None:
         check_output(store_root, out)
     require_pyspark()
+    if not json_out:
+        err_console.print(f"sizes: {sizes_line(sizes, sizes_from)}", markup=False)
     t0 = time.perf_counter()
     result, log_file = _run(master, extra, lambda spark: run_rebuild(
         spark, store_root, out, in_place, cfg.mappedFileSizeConsumeQueue, cfg.maxHashSlotNum, cfg.maxIndexNum,
         cfg.messageDelayLevel, split_mib << 20, copy_commitlog))
     result.update(seconds=round(time.perf_counter() - t0, 2), spark_log=str(log_file),
                   mapped_file_size_consume_queue=cfg.mappedFileSizeConsumeQueue,
-                  max_hash_slot_num=cfg.maxHashSlotNum, max_index_num=cfg.maxIndexNum)
+                  max_hash_slot_num=cfg.maxHashSlotNum, max_index_num=cfg.maxIndexNum, sizes_from=sizes_from)
     if json_out:
         emit_json(result)
     else:

@@ -164,10 +164,14 @@ def live_export(*, out, topics, namesrv, checkpoint, interval, available_now, ma
 def _parquet_columns(path: str) -> list[str]:
     import pyarrow.dataset as ds
     try:
-        return ds.dataset(path, format="parquet", partitioning="hive",
-                          exclude_invalid_files=True, ignore_prefixes=["_", "."]).schema.names
+        found = ds.dataset(path, format="parquet", partitioning="hive",
+                           exclude_invalid_files=True, ignore_prefixes=["_", "."])
     except (OSError, ValueError) as exc:          # pyarrow's ArrowInvalid is a ValueError
         raise UsageError(f"{path}: not Parquet that can be read ({str(exc).splitlines()[0]})") from None
+    if not found.files:                           # each file that is not Parquet was left out
+        one_file = "://" not in path and os.path.isfile(path)
+        raise UsageError(f"{path}: not a Parquet file" if one_file else f"{path}: no Parquet files in it")
+    return found.schema.names
 
 
 def live_replay(parquet, topic, namesrv, batch, master, conf, json_out, access_key, secret_key) -> None:

@@ -238,7 +238,9 @@ def stats(root: RootArg, json_out: JsonOpt = False) -> None:
         emit_json(result)
     else:
         _print_stats(result)
-    if damaged:
+    for line in result["unreadable"]:
+        err_console.print(f"mqtool: unreadable: {line}", markup=False)
+    if damaged or result["unreadable"]:
         raise typer.Exit(EXIT_PROBLEMS)
 
 
@@ -281,6 +283,8 @@ def _print_stats(result: dict) -> None:
                       f"delay levels in progress {sorted(cfg['delay_offsets']['levels'])}")
         for part in cfg.values():
             for w in part.get("warnings", []):
+                if w in result["unreadable"]:
+                    continue        # said once, with the other unreadable parts
                 err_console.print(f"mqtool: warning: {w}", markup=False)
     total = sum(q["messages"] for q in cl["queues"])
     console.print(f"[bold]{total}[/] {'message' if total == 1 else 'messages'} in "
@@ -343,6 +347,7 @@ def query(
     """Find messages by key (through the index files), by msgId (an offset id read directly, a unique
     key through the index files), or by commitlog offset."""
     from mqtool_store.dump import record_row
+    from mqtool_store.msgid import is_message_id
     from mqtool_store.query import query_by_key, query_by_msg_id, query_by_offset
     _root(root)
     check_choice(body, BODY_MODES, "--body")
@@ -370,6 +375,9 @@ def query(
                          f" for other keys and {'was' if one else 'were'} dropped")
         notes += [f"skipped damaged index data: {d}" for d in res.damaged]
     elif msg_id is not None:
+        if not is_message_id(msg_id):
+            raise UsageError(f"{msg_id} is not a message id (an offset id or a unique key: 32 or 56 hex digits); "
+                             "a key of another form: --key with --topic")
         res_id = query_by_msg_id(root, msg_id, topic)
         found = res_id.records
         notes += res_id.notes

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from mqtool_remoting.listen import listen_problem
 
+from mqtool.cluster.lifeline import die_with_parent
 from mqtool.cluster.plan import Member, Plan
 from mqtool.cluster.state import write_state
 
@@ -85,15 +86,6 @@ def exit_text(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec (the supervisor starts no threads, so this is safe)."""
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 class Supervisor:
     def __init__(self, plan: Plan, report: Callable[[dict], None], stop_event: threading.Event | None = None):
         self.plan = plan
@@ -116,7 +108,7 @@ class Supervisor:
             child.proc = subprocess.Popen(
                 [sys.executable, "-m", "mqtool", *m.args], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                preexec_fn=die_with_parent(signal.SIGTERM))   # SIGTERM: a broker flushes its store
         child.started, child.ready, child.restart_at = time.monotonic(), False, None
 
     def _is_ready(self, child: Child) -> bool:

@@ -31,7 +31,11 @@ def is_system_topic(topic: str) -> bool:
 def parse_queue_offsets(text: str) -> dict[str, dict[int, list[tuple[int, int]]]]:
     """JSON text (or @file) -> {topic: {queue id or ALL_QUEUES: [(from, to), ...]}}. ValueError if bad."""
     if text.startswith("@"):
-        text = Path(text[1:]).read_text(encoding="utf-8")
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+            raise ValueError(f"--queue-offsets {text}: {why}") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.servers import REPO, drain, start_broker, start_namesrv, wait_until
+from tests.servers import REPO, die_with_parent, drain, start_broker, start_namesrv, wait_until
 
 
 @pytest.mark.slow
@@ -19,7 +19,8 @@ def test_a_sender_names_the_broker_killed_under_it(tmp_path):
     drain(broker)
     sender = subprocess.Popen([sys.executable, "-m", "mqtool", "send", "-n", ns_addr, "-t", "Dies", "--count",
                                "100000000", "--batch", "8", "--size", "1024"],
-                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=die_with_parent())
     try:
         cq = tmp_path / "store-broker-a" / "consumequeue" / "Dies"
 

@@ -221,7 +221,7 @@ def test_query_by_either_kind_of_message_id(basic_store, basic_truth):
     (("store", "dump", "{root}", "--since", "yesterday-ish"), 2, "cannot read time"),
     (("store", "query", "{root}", "--key", "A-1"), 2, "--key needs --topic"),
     (("store", "query", "{root}", "--offset", "12345"), 1, "no record starts at commitlog offset 12345"),
-    (("store", "query", "{root}", "--msg-id", "nothex"), 2, "is not an offset id"),
+    (("store", "query", "{root}", "--msg-id", "nothex"), 2, "nothex is not a message id"),
     (("store", "dump", "{root}", "--kind", "bogus"), 2, "--kind must be one of"),
     (("store", "stats", "{root}/commitlog"), 2, "not a store root"),
     # a filter the kind's dump would not apply is refused, not ignored

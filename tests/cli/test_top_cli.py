@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import REPO, json_lines, run_cli
-from tests.servers import Process, free_port, start_broker, wait_until
+from tests.servers import Process, die_with_parent, free_port, start_broker, wait_until
 
 pytestmark = pytest.mark.slow
 T, G = "TopTopic", "GID_TOP"
@@ -123,7 +123,7 @@ def test_top_once_json_at_a_few_hundred_topics(watched):
 
 def _watch_lines(args: list[str], count: int) -> list[dict]:
     proc = subprocess.Popen([sys.executable, "-m", "mqtool", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+                            stderr=subprocess.DEVNULL, text=True, preexec_fn=die_with_parent())
     try:
         return [json.loads(proc.stdout.readline()) for _ in range(count)]
     finally:
@@ -184,7 +184,7 @@ def _piped_lines(args: list[str], enough) -> list[str]:
     when the frames do not come while it runs."""
     import threading
     proc = subprocess.Popen([sys.executable, "-m", "mqtool", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent())
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
     try:

@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from mqtool.cluster.lifeline import die_with_parent
 from mqtool.cluster.state import pid_alive
 from tests.conftest import REPO, json_lines, run_cli
 from tests.servers import free_port, wait_until
@@ -44,7 +45,8 @@ class Supervised:
 
     def __init__(self, *args: str):
         self.proc = subprocess.Popen([sys.executable, "-m", "mqtool", "cluster", "start", *args], cwd=REPO,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=die_with_parent())   # its servers die with it (SIGTERM)
         self.out: list[str] = []
         self.err: list[str] = []
         for stream, lines in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):

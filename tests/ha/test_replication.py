@@ -17,7 +17,7 @@ from tests.conftest import json_lines, run_cli
 from tests.interop.conftest import HAVE_CPP, run_cpp
 from tests.ha import groups
 from tests.ha.groups import FILE_SIZE
-from tests.servers import FAST_LEVELS, Process, wait_until
+from tests.servers import FAST_LEVELS, Process, die_with_parent, wait_until
 
 pytestmark = pytest.mark.slow
 needs_cpp = pytest.mark.skipif(not HAVE_CPP, reason="C++ client wheel not loadable here")
@@ -160,7 +160,8 @@ def test_two_slaves_follow_a_master_that_restarts(tmp_path):
         run_cli("send", "-t", "Two", "-n", g.ns, "--json", input="".join(f"m{i}\n" for i in range(300)), check=True)
         wait_until("both slaves to catch up", lambda: slave_in_sync(g, 2))
         watch = subprocess.Popen([sys.executable, "-m", "mqtool", "ha", "status", "-n", g.ns, "--watch", "0.3",
-                                  "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                  "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 preexec_fn=die_with_parent())
         try:
             frames = [json.loads(watch.stdout.readline()) for _ in range(2)]
         finally:

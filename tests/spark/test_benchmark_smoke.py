@@ -2,20 +2,19 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
 
 from tests.conftest import REPO
+from tests.test_benchmarks import run_quick     # its own process group, killed whole at the timeout
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'mqtool[spark]')")
 pytestmark = pytest.mark.slow
 
 
 def test_spark_export_benchmark_quick_mode():
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "spark_export.py"), "--quick", "--json"],
-                          capture_output=True, text=True, timeout=240, cwd=REPO)
+    proc = run_quick([sys.executable, str(REPO / "benchmarks" / "spark_export.py"), "--quick", "--json"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["data"]["records"] > 100_000 and result["machine"]["cores"]

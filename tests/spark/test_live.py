@@ -23,7 +23,7 @@ from mqtool.spark.liveoptions import parse_options  # noqa: E402
 from mqtool.spark.schema import LIVE_COLUMNS, live_arrow_schema  # noqa: E402
 from tests.conftest import json_lines, run_cli  # noqa: E402
 from tests.ha.groups import Group  # noqa: E402
-from tests.servers import REPO, FAST_LEVELS, Process, free_port, wait_until  # noqa: E402
+from tests.servers import REPO, FAST_LEVELS, Process, die_with_parent, free_port, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -209,7 +209,8 @@ def test_live_export_is_exactly_once_across_a_driver_kill(live, spark, tmp_path)
     out, ck = tmp_path / "out", tmp_path / "ck"
     cmd = [sys.executable, "-m", "mqtool", "spark", "export", "-n", live.ns, "-t", topic, "-o", str(out),
            "--checkpoint", str(ck), "--interval", "200ms", "--max-messages-per-trigger", "50", "--master", "local[2]"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=die_with_parent())
     lines = []
     try:
         while len([ln for ln in lines if ln.startswith("batch ")]) < 3:

@@ -18,7 +18,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from mqtool.client.producer import OutMessage, Producer  # noqa: E402
 from tests.conftest import json_lines, run_cli  # noqa: E402
-from tests.servers import REPO, Process, free_port, start_broker, wait_until  # noqa: E402
+from tests.servers import REPO, Process, die_with_parent, free_port, start_broker, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -88,7 +88,8 @@ def test_the_readme_data_source_script_runs_as_written(ns, tmp_path):
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with open(out, "w") as o, open(err, "w") as e:
-        proc = subprocess.Popen([sys.executable, str(job)], cwd=tmp_path, stdout=o, stderr=e, env=env)
+        proc = subprocess.Popen([sys.executable, str(job)], cwd=tmp_path, stdout=o, stderr=e, env=env,
+                                preexec_fn=die_with_parent())
     try:
         def written():
             assert proc.poll() is None, f"the script exited ({proc.returncode}):\n{err.read_text()[-3000:]}"

@@ -88,3 +88,39 @@ def test_cli_rebuild_refuses_live_or_unclean_stores(basic_store, crashed_store, 
     proc = run_cli("spark", "rebuild-index", s, "--out", s / "inside")
     assert proc.returncode == 2 and "outside the store" in proc.stderr
     assert not (s / "inside").exists() and not list(s.glob("rebuild-backup-*"))
+
+
+def index_sizes(root):
+    return {p.stat().st_size for p in (root / "index").iterdir()}
+
+
+def test_cli_rebuild_of_the_readme_sample_keeps_its_file_sizes(basic_store, tmp_path):
+    """The README's own sample store, no config given (issue 44, item 8): its consume queue files
+    are 6,000 bytes and its index files 84,040; the rebuild wrote 6,000,000-byte queue files."""
+    out = tmp_path / "out"
+    proc = run_cli("spark", "rebuild-index", basic_store, "--out", out, "--master", "local[2]")
+    assert proc.returncode == 0, proc.stderr
+    [line] = [ln for ln in proc.stderr.splitlines() if ln.startswith("sizes: ")]
+    assert line == ("sizes: consume queue files of 6,000 bytes (the size of the store's consume queue files); "
+                    "index files of 1,000 hash slots and 4,000 entries (the size of the store's index files)")
+    assert cq_files(out) == cq_files(basic_store)
+    assert index_sizes(out) == index_sizes(basic_store) == {84_040}
+
+
+def test_cli_rebuild_takes_sizes_from_the_broker_conf_beside_the_store(basic_store, tmp_path):
+    """`cluster start`'s layout: broker-a-0/broker.conf beside broker-a-0/store, and no consume
+    queue or index files left to measure."""
+    import shutil
+    root = tmp_path / "broker-a-0" / "store"
+    shutil.copytree(basic_store, root)
+    shutil.rmtree(root / "consumequeue")
+    shutil.rmtree(root / "index")
+    (root.parent / "broker.conf").write_text(f"storePathRootDir={root}\nmappedFileSizeConsumeQueue=6000\n"
+                                             "maxHashSlotNum=1000\nmaxIndexNum=4000\n")
+    out = tmp_path / "out"
+    proc = run_cli("spark", "rebuild-index", root, "--out", out, "--master", "local[2]", "--json")
+    assert proc.returncode == 0, proc.stderr
+    beside = f"from {root.parent / 'broker.conf'}, beside the store"
+    assert json_lines(proc.stdout)[-1]["sizes_from"] == {"mappedFileSizeConsumeQueue": beside, "index": beside}
+    assert cq_files(out) == cq_files(basic_store)
+    assert index_sizes(out) == {84_040}

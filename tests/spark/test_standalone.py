@@ -1,7 +1,8 @@
 """The same export submitted to a real standalone Spark cluster (master + worker) on 127.0.0.1.
 
-Started with pyspark's own `sbin/spark-daemon.sh` (the wheel has no start-master.sh); stopped
-by the PIDs the daemon script recorded for exactly these two processes.
+Each started in the foreground with pyspark's own `bin/spark-class` (which execs the JVM), as a child
+that dies with this process even when it is killed (a daemon started by `sbin/spark-daemon.sh`
+outlived a killed pytest); stopped by their PIDs.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'mqtool[spark]')")
 
+from mqtool.cluster.lifeline import die_with_parent  # noqa: E402
 from tests.conftest import json_lines, run_cli  # noqa: E402
 from tests.servers import free_port  # noqa: E402
 
@@ -33,19 +35,12 @@ class Daemons:
         self.pids: list[int] = []
 
     def start(self, cls: str, args: list[str], ready: str, timeout: float = 120) -> None:
-        script = SPARK_HOME / "sbin" / "spark-daemon.sh"
-        if script.exists():
-            subprocess.run(["bash", str(script), "start", cls, "1", *args], env=self.env, check=True,
-                           capture_output=True, timeout=60)
-            pid_file = self.tmp / "pids" / f"spark-mqtooltest-{cls}-1.pid"
-            pid = int(pid_file.read_text().strip())
-            logs = lambda: "".join(p.read_text(errors="replace") for p in (self.tmp / "logs").glob(f"*{cls}*"))  # noqa: E731
-        else:                                   # no sbin in this wheel: run the class in the foreground
-            log = self.tmp / f"{cls}.log"
+        log = self.tmp / f"{cls}.log"
+        with open(log, "w") as out:
             proc = subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), cls, *args], env=self.env,
-                                    stdout=open(log, "w"), stderr=subprocess.STDOUT)
-            pid = proc.pid
-            logs = lambda: log.read_text(errors="replace")  # noqa: E731
+                                    stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent())
+        pid = proc.pid
+        logs = lambda: log.read_text(errors="replace")  # noqa: E731
         self.pids.append(pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mqtool.cluster.lifeline import die_with_parent
 from mqtool_store.layout import StorePaths
 from mqtool_store.messagestore import MessageStore
 from mqtool_store.reader import CommitLogReader
@@ -42,7 +43,7 @@ def test_sigkill_loop(tmp_path, mode):
     rounds = 0
     while rounds < 8 and time.monotonic() < deadline:
         proc = subprocess.Popen([sys.executable, "-m", "tests.store.crash_writer", str(root), mode, str(next_seq)],
-                                cwd=REPO, stdout=subprocess.PIPE, text=True)
+                                cwd=REPO, stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent())
         assert proc.stdout.readline().strip() == "ready"
         want = rnd.randint(1, 400)
         got = 0
@@ -181,7 +182,7 @@ def test_a_last_unit_torn_before_its_tags_code_is_written_again(tmp_path):
 def _crash_writer(root, seconds: float, mode: str = "SYNC_FLUSH") -> list[int]:
     """Run the writer for `seconds` after its first ack, SIGKILL it; the acknowledged sequence numbers."""
     proc = subprocess.Popen([sys.executable, "-m", "tests.store.crash_writer", str(root), mode, "0"],
-                            cwd=REPO, stdout=subprocess.PIPE, text=True)
+                            cwd=REPO, stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent())
     acked = []
     try:
         assert proc.stdout.readline().strip() == "ready"
