@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -33,14 +34,28 @@ class Popped:
     record: MessageRecord
     broker_name: str
     addr: str
-    extra_info: str                  # the POP_CK / ExtraInfo string acks echo
+    extra: ei.ExtraInfo              # the POP_CK / ExtraInfo acks echo
 
     @property
-    def extra(self) -> ei.ExtraInfo:
-        return ei.parse_extra_info(self.extra_info)
+    def extra_info(self) -> str:
+        return self.extra.text()
 
     def real_topic(self, group: str) -> str:
         return ei.real_topic(self.extra.kind, self.record.topic, group)
+
+
+def _with_property(rec: MessageRecord, key: str, value: str) -> None:
+    """A property added to the record's text (and to its parsed dict if it has one): most callers
+    never parse the properties of what they consume."""
+    text = rec.properties_text
+    rec.properties_text = f"{text}\x02{key}\x01{value}" if text and not text.endswith("\x02") else \
+        f"{text}{key}\x01{value}"
+    if rec.parsed_properties is not None:
+        rec.parsed_properties[key] = value
+
+
+def _has(text: str, key: str) -> bool:
+    return text.startswith(key + "\x01") or f"\x02{key}\x01" in text
 
 
 def popped_messages(resp: RemotingCommand, broker_name: str, addr: str) -> list[Popped]:
@@ -52,18 +67,22 @@ def popped_messages(resp: RemotingCommand, broker_name: str, addr: str) -> list[
     counts = ei.parse_order_count_info(e.get("orderCountInfo"))
     out = []
     for rec in decode_records(resp.body):
-        props = rec.properties
-        extra = props.get(POP_CK)
-        if extra is None:
+        text = rec.properties_text
+        if _has(text, POP_CK):
+            extra = ei.parse_extra_info(rec.properties[POP_CK])
+            if extra.queue_offset is None:      # a broker before 5.0 gives the 7-field form
+                extra = dataclasses.replace(extra, queue_offset=rec.queue_offset)
+        else:
             key = ei.start_offset_key(rec.topic, rec.queue_id)
             if key in starts:
-                extra = ei.build_extra_info(starts[key], pop_time, invisible, revive, rec.topic, broker_name,
-                                            rec.queue_id, rec.queue_offset)
-            else:                               # a broker before 5.0: the 7-field form and the offset
-                extra = ei.build_extra_info(rec.queue_offset, pop_time, invisible, revive, rec.topic, broker_name,
-                                            rec.queue_id) + f" {rec.queue_offset}"
-            props[POP_CK] = extra
-        props.setdefault(FIRST_POP_TIME, str(pop_time))
+                extra = ei.ExtraInfo(starts[key], pop_time, invisible, revive, ei.topic_type(rec.topic), broker_name,
+                                     rec.queue_id, rec.queue_offset)
+            else:                               # a broker before 5.0: the checkpoint starts at the message
+                extra = ei.ExtraInfo(rec.queue_offset, pop_time, invisible, revive, ei.topic_type(rec.topic),
+                                     broker_name, rec.queue_id, rec.queue_offset)
+            _with_property(rec, POP_CK, extra.text())
+        if not _has(text, FIRST_POP_TIME):
+            _with_property(rec, FIRST_POP_TIME, str(pop_time))
         if counts:
             count = counts.get(ei.queue_offset_map_key(rec.topic, rec.queue_id, rec.queue_offset),
                                counts.get(ei.start_offset_key(rec.topic, rec.queue_id)))
@@ -171,7 +190,7 @@ class PopConsumer(ClientBase):
         start = extra.ck_offset if extra.order else extra.queue_offset
         new = ei.ExtraInfo(start, int(e["popTime"]), int(e["invisibleTime"]), int(e["reviveQid"]), extra.kind,
                            extra.broker_name, extra.queue_id, extra.queue_offset)
-        return Popped(msg.record, msg.broker_name, msg.addr, new.text())
+        return Popped(msg.record, msg.broker_name, msg.addr, new)
 
     async def notification(self, poll_ms: int = 0) -> bool:
         """NOTIFICATION on every broker: whether any has something to pop."""
