@@ -31,7 +31,7 @@ def _has_msg(ctrl, topic: str, group: str, queue_id: int, order: bool, attempt_i
             return False
         return store.max_offset(t, q) > offset
 
-    retry_cfg = None if order else ctrl.topics.get(pop.retry_topic(topic, group))
+    retry_cfg = None if order else pop.retry_config(topic, group)
     retry_first = random.randrange(100) < ctrl.config.popFromRetryProbability
     retry = retry_cfg is not None and any(ready(retry_cfg.topicName, q) for q in range(retry_cfg.readQueueNums))
     if retry_first and retry:

@@ -150,7 +150,7 @@ async def _gather(ctrl, h, topic_cfg, batch: Batch, matches, accept) -> None:
     pop = ctrl.pop
     random_q = random.randrange(100)
     retry_first = random_q < ctrl.config.popFromRetryProbability
-    retry_cfg = None if batch.order else ctrl.topics.get(pop.retry_topic(h.topic, h.consumerGroup))
+    retry_cfg = None if batch.order else pop.retry_config(h.topic, h.consumerGroup)
     if retry_first and retry_cfg is not None:
         await _pop_topic(ctrl, h, retry_cfg, True, batch, matches, accept, random_q)
     if h.queueId < 0:

@@ -46,9 +46,25 @@ class ReviveService:
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
+        """On a master (at start, or promoted): the first scan of every revive queue at once, so the
+        POP offsets are caught up (`_catch_up_offset`) before the next POP is served."""
         self.scanned.clear()
         self.held.clear()
+        if self.has_topic():
+            for qid in range(self.pop.revive_queue_num):
+                self.scan(qid)
         self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def has_topic(self) -> bool:
+        """The revive topic exists, or its queues do (replicated before the topic's config reached a
+        slave that has since been promoted: the config is made again)."""
+        topic = self.pop.revive_topic
+        if self.ctrl.topics.get(topic) is not None:
+            return True
+        if any(self.ctrl.store.max_offset(topic, q) > 0 for q in range(self.pop.revive_queue_num)):
+            self.pop.ensure_revive_topic()
+            return True
+        return False
 
     async def stop(self) -> None:
         await cancel(self._task)
@@ -71,8 +87,7 @@ class ReviveService:
 
     async def step(self, now: int | None = None) -> int:
         """One scan of every revive queue and the revive of what is due: the messages put back."""
-        topic = self.pop.revive_topic
-        if self.ctrl.topics.get(topic) is None:
+        if not self.has_topic():
             return 0
         done = 0
         for qid in range(self.pop.revive_queue_num):

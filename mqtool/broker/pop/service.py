@@ -55,6 +55,15 @@ class PopService:
     def retry_topic(self, topic: str, group: str) -> str:
         return pop_retry_topic(topic, group, self.ctrl.config.enableRetryTopicV2)
 
+    def retry_config(self, topic: str, group: str):
+        """The group's POP retry topic, if it exists; made again from its replicated queue when a
+        promoted slave has its messages but not yet its config."""
+        retry = self.retry_topic(topic, group)
+        cfg = self.ctrl.topics.get(retry)
+        if cfg is None and self.ctrl.store.max_offset(retry, 0) > 0 and not self.ctrl.is_slave:
+            cfg = self.ctrl.topics.create_system(retry, 1)
+        return cfg
+
     def ensure_revive_topic(self):
         """Created with the first POP (5.3.3 creates it at start: mqtool keeps a broker nobody pops
         from free of it)."""
