@@ -115,3 +115,26 @@ def test_pop_and_pull_consumers_beside_each_other(tmp_path):
                 await popper2.close()
                 await puller.close()
     run(scenario())
+
+
+def test_orderly_past_retry_max_times_to_the_dlq(tmp_path):
+    """An orderly message delivered retryMaxTimes + 1 times goes to %DLQ%<group> and the queue moves on."""
+    async def scenario():
+        async with running_pair(tmp_path) as (_, broker, client):
+            addr = broker.config.broker_addr
+            broker.groups.update(SubscriptionGroupConfig(G, retryMaxTimes=1))
+            await send_n(client, addr, "TOD", 2, queues=1)
+            for attempt, count in (("a1", None), ("a2", "1")):
+                resp = await client.invoke(addr, pop_cmd("TOD", n=1, invisible=400, order=True, attempt=attempt))
+                assert [r.body for r in records(resp.body)] == [b"m0"]
+                assert (resp.ext_fields["orderCountInfo"].split(";")[0].split()[-1] == count) if count else True
+                await asyncio.sleep(0.5)
+            resp = await client.invoke(addr, pop_cmd("TOD", n=1, invisible=400, order=True, attempt="a3"))
+            assert resp.code == ResponseCode.POLLING_TIMEOUT
+            got = broker.store.get(f"%DLQ%{G}", 0, 0, 32)
+            [rec] = records(b"".join(got.messages))
+            assert rec.body == b"m0" and rec.reconsume_times == 2 and rec.properties["RETRY_TOPIC"] == "TOD"
+            assert broker.offsets.query(G, "TOD", 0) == 1
+            resp = await client.invoke(addr, pop_cmd("TOD", n=1, invisible=400, order=True, attempt="a4"))
+            assert [r.body for r in records(resp.body)] == [b"m1"]
+    run(scenario())

@@ -43,6 +43,7 @@ class Batch:
     revive_qid: int
     order: bool
     attempt_id: str | None
+    max_times: int = 16                 # the group's retryMaxTimes
     messages: list[bytes] = field(default_factory=list)
     start_info: list[str] = field(default_factory=list)
     msg_info: list[str] = field(default_factory=list)
@@ -107,7 +108,7 @@ async def pop_message(ctrl, conn, cmd):
     checked = _check(ctrl, cmd, h.topic, h.queueId, h.consumerGroup, ip)
     if not isinstance(checked, tuple):
         return checked
-    topic_cfg, _ = checked
+    topic_cfg, group_cfg = checked
     matches, accept, problem = _filters(ctrl, h)
     if problem is not None:
         code = ResponseCode.SUBSCRIPTION_PARSE_FAILED if "parse" in problem else ResponseCode.SYSTEM_ERROR
@@ -119,7 +120,8 @@ async def pop_message(ctrl, conn, cmd):
     retry = pop.retry_topic(h.topic, h.consumerGroup)
     deadline = born + h.pollTime
     while True:
-        batch = Batch(h.consumerGroup, h.maxMsgNums, now_ms(), h.invisibleTime, revive_qid, order, h.attemptId)
+        batch = Batch(h.consumerGroup, h.maxMsgNums, now_ms(), h.invisibleTime, revive_qid, order, h.attemptId,
+                      group_cfg.retryMaxTimes)
         await _gather(ctrl, h, topic_cfg, batch, matches, accept)
         if batch.messages:
             if batch.rest > 0:
@@ -201,12 +203,17 @@ async def _found(ctrl, topic: str, queue_id: int, retry: bool, offset: int, resu
     pop = ctrl.pop
     offsets = [int.from_bytes(m[20:28], "big", signed=True) for m in result.messages]   # QUEUEOFFSET
     kind = ei.topic_type(topic)
+    messages = result.messages
     if batch.order:
         counts, least = pop.order.update(batch.attempt_id, topic, batch.group, queue_id, batch.pop_time,
                                          batch.invisible_time, offsets)
-        batch.order_info += [ei.order_count_entry(kind, queue_id, c, o) for o, c in counts.items()]
-        batch.order_info.append(ei.order_count_entry(kind, queue_id, least))
         ctrl.offsets.commit(batch.group, topic, queue_id, offset)     # the offset moves on ack only
+        if any(c > batch.max_times for c in counts.values()):
+            messages, offsets = await _orderly_dead_letters(ctrl, topic, queue_id, messages, offsets, counts, batch)
+            if not offsets:
+                return
+        batch.order_info += [ei.order_count_entry(kind, queue_id, c, o) for o, c in counts.items() if o in offsets]
+        batch.order_info.append(ei.order_count_entry(kind, queue_id, least))
     else:
         ck = CheckPoint(offset, batch.pop_time, batch.invisible_time, len(offsets), queue_id, topic, batch.group,
                         ctrl.config.brokerName, [o - offset for o in offsets])
@@ -216,9 +223,31 @@ async def _found(ctrl, topic: str, queue_id: int, retry: bool, offset: int, resu
     batch.start_info.append(ei.start_offset_entry(kind, queue_id, offset))
     batch.msg_info.append(ei.msg_offset_entry(kind, queue_id, offsets))
     if retry and not ctrl.config.popResponseReturnActualRetryTopic:
-        batch.messages += [_as_normal(m, offset, batch, ctrl.config.brokerName) for m in result.messages]
+        batch.messages += [_as_normal(m, offset, batch, ctrl.config.brokerName) for m in messages]
     else:
-        batch.messages += result.messages
+        batch.messages += messages
+
+
+async def _orderly_dead_letters(ctrl, topic, queue_id, messages, offsets, counts, batch):
+    """Orderly messages delivered retryMaxTimes + 1 times go to %DLQ%<group> and count as acked (the
+    queue moves on); the rest of the batch is handed out."""
+    pop, group = ctrl.pop, batch.group
+    keep, kept = [], []
+    for data, off in zip(messages, offsets):
+        count = counts.get(off, 0)
+        if count <= batch.max_times:
+            keep.append(data)
+            kept.append(off)
+            continue
+        put = await ctrl.put(pop.dlq_message(decode_record(data), group, topic, count))
+        if not put.ok:
+            keep.append(data)
+            kept.append(off)
+            continue
+        nxt = pop.order.commit_and_next(topic, group, queue_id, off, batch.pop_time)
+        if nxt > -1:
+            ctrl.offsets.commit(group, topic, queue_id, nxt)
+    return keep, kept
 
 
 def _as_normal(data: bytes, ck_offset: int, batch: Batch, broker_name: str) -> bytes:

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 
-from mqtool_store.codes import DLQ_GROUP_TOPIC_PREFIX, Perm, Prop
+from mqtool_store.codes import Prop
 from mqtool_store.commitlog import decode_record
 from mqtool_store.messagestore import GetStatus, Message
 from mqtool_store.poprecords import REVIVE_GROUP, AckMsg, CheckPoint, decode_revive_body
@@ -146,10 +146,12 @@ class ReviveService:
     def commit_offsets(self) -> None:
         if self.ctrl.is_slave:
             return
+        offsets, topic = self.ctrl.offsets, self.pop.revive_topic
         for qid, offset in self.scanned.items():
             held = self.held.get(qid)
             upto = min((ck.ro for ck in held.values()), default=offset) if held else offset
-            self.ctrl.offsets.commit(REVIVE_GROUP, self.pop.revive_topic, qid, upto)
+            if offsets.query(REVIVE_GROUP, topic, qid) != upto:       # (an idle broker rewrites no file)
+                offsets.commit(REVIVE_GROUP, topic, qid, upto)
 
     # ------------------------------------------------------------------ reviving
 
@@ -210,16 +212,12 @@ class ReviveService:
             props[FIRST_POP_TIME] = str(ck.pt)
         reconsume = rec.reconsume_times + 1
         if reconsume > max_times:
-            topic = DLQ_GROUP_TOPIC_PREFIX + ck.c
-            ctrl.topics.create_system(topic, 1, int(Perm.PERM_WRITE | Perm.PERM_READ))
-            props.setdefault(Prop.RETRY_TOPIC, ck.t)
-            props.setdefault(Prop.ORIGIN_MESSAGE_ID, rec.uniq_key or rec.msg_id)
-        else:
-            topic = ck.t if ck.t.startswith("%RETRY%") else self.pop.retry_topic(ck.t, ck.c)
-            if ctrl.topics.get(topic) is None:
-                ctrl.topics.create_system(topic, 1)
-                if ctrl.offsets.query(ck.c, topic, 0) < 0:
-                    ctrl.offsets.commit(ck.c, topic, 0, 0)
+            return self.pop.dlq_message(rec, ck.c, ck.t, reconsume, props)
+        topic = ck.t if ck.t.startswith("%RETRY%") else self.pop.retry_topic(ck.t, ck.c)
+        if ctrl.topics.get(topic) is None:
+            ctrl.topics.create_system(topic, 1)
+            if ctrl.offsets.query(ck.c, topic, 0) < 0:
+                ctrl.offsets.commit(ck.c, topic, 0, 0)
         props.pop(Prop.WAIT, None)
         return Message(topic, 0, rec.body, props, format_properties(props), rec.flag, rec.sys_flag & ~0x30,
                        rec.born_timestamp, ctrl.store.store_host, reconsume)

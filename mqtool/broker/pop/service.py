@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from mqtool_remoting.extrainfo import pop_retry_topic
-from mqtool_store.codes import Prop
+from mqtool_store.codes import DLQ_GROUP_TOPIC_PREFIX, Perm, Prop
 from mqtool_store.messagestore import Message
 from mqtool_store.poprecords import (
     ACK_TAG,
@@ -90,6 +90,19 @@ class PopService:
                 and store.in_memory(topic, queue_id, 0)):
             return 0
         return max(store.max_offset(topic, queue_id) - 1, 0)
+
+    def dlq_message(self, rec, group: str, origin_topic: str, reconsume: int, props: dict | None = None) -> Message:
+        """A message past the group's retryMaxTimes, for `%DLQ%<group>` (1 queue, perm 6, made now),
+        as CONSUMER_SEND_MSG_BACK words it: RETRY_TOPIC the topic it was popped from."""
+        ctrl = self.ctrl
+        topic = DLQ_GROUP_TOPIC_PREFIX + group
+        ctrl.topics.create_system(topic, 1, int(Perm.PERM_WRITE | Perm.PERM_READ))
+        props = dict(rec.properties) if props is None else props
+        props.setdefault(Prop.RETRY_TOPIC, origin_topic)
+        props.setdefault(Prop.ORIGIN_MESSAGE_ID, rec.uniq_key or rec.msg_id)
+        props.pop(Prop.WAIT, None)
+        return Message(topic, 0, rec.body, props, format_properties(props), rec.flag, rec.sys_flag & ~0x30,
+                       rec.born_timestamp, ctrl.store.store_host, reconsume)
 
     # ------------------------------------------------------------------ revive records
 
