@@ -221,3 +221,34 @@ def test_tag_filtered_messages_are_never_delivered(tmp_path):
             resp = await client.invoke(addr, pop_cmd("TF", queue=0, exp="TagA"))
             assert [r.tags for r in records(resp.body)] == ["TagA"]       # the TagA one back, no TagB
     run(scenario())
+
+
+def test_a_late_ack_is_harmless_and_a_short_change_redelivers_soon(tmp_path):
+    """§2.7 / §4 28 over remoting: an ack after the invisible time (the message already revived)
+    answers SUCCESS and the retried copy still comes; §4 32: a change to 300 ms brings the message
+    back with reconsumeTimes 1 well before its first invisible time."""
+    async def scenario():
+        async with running_pair(tmp_path) as (ns, broker, client):
+            addr = broker.config.broker_addr
+            await send_n(client, addr, "TL", 1, queues=1)
+            await broker.register_all()
+            c = consumer(ns, "TL", invisible_ms=300, init_mode=INIT_MIN)
+            try:
+                [late] = await c.pop(nums=1, poll_ms=0)
+                await until(lambda: broker.pop.revive.revived >= 1)
+                await c.ack(late)                                     # SUCCESS: nothing raised
+                back = await c.pop(poll_ms=2000)
+                assert [m.record.body for m in back] == [b"m0"] and back[0].record.reconsume_times == 1
+                await c.ack(back[0])
+                assert (await client.invoke(addr, send_cmd("TL", b"m1"))).code == 0
+                c.invisible_ms = 30_000
+                [slow] = await c.pop(poll_ms=0)
+                assert slow.record.body == b"m1"
+                t0 = time.monotonic()
+                await c.change_invisible(slow, 300)
+                again = await c.pop(poll_ms=5000)
+                assert [m.record.body for m in again] == [b"m1"] and again[0].record.reconsume_times == 1
+                assert time.monotonic() - t0 < 5
+            finally:
+                await c.close()
+    run(scenario())
