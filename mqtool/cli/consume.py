@@ -131,14 +131,14 @@ async def _consume_pop(namesrv, topic, group, tag, invisible_ms, no_ack, orderly
     seen, last = 0, time.monotonic()
     try:
         while True:
-            got = await c.pop()
+            got = await c.pop(nums=min(32, count - seen) if count else None)
             if not got:
                 if exit_at_end or (idle and time.monotonic() - last >= idle):
                     break
                 continue
             last = time.monotonic()
             if count:
-                got = got[:count - seen]       # the rest are not shown and not acked: they come back
+                got = got[:count - seen]       # (a broker asked for fewer gives no more)
             for m in got:
                 env = envelope(m, m.record, body)
                 env["pop_ck"] = m.extra_info

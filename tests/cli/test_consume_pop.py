@@ -42,11 +42,11 @@ def test_consume_pop_acks_and_redelivers(cluster):  # noqa: F811
 
 @pytest.mark.slow
 def test_a_pop_consumer_across_a_kill_9_during_revive(tmp_path):
-    """40 messages popped and not acked are revived; a second consumer pops 32 of the retried ones
-    and acks 20; the broker is killed (-9) at once, its consumerOffset.json (POP offsets, revive
-    offsets) as of its start, 12 checkpoints held and 8 messages waiting in the retry topic. Started
-    again on its store: every un-acked message comes back, no acked one does, and nothing popped
-    from the topic itself is popped from it again."""
+    """40 messages popped and not acked are revived; a second consumer pops 20 of the retried ones
+    and acks them, a third pops 6 more and does not; the broker is killed (-9) at once, its
+    consumerOffset.json (POP offsets, revive offsets) as of its start, 6 messages held by their
+    checkpoints and 14 waiting in the retry topic. Started again on its store: every un-acked message
+    comes back, no acked one does, and nothing popped from the topic itself is popped from it again."""
     ns_proc, ns = start_namesrv(tmp_path)
     conf = "flushConsumerOffsetInterval=60000\n"
     broker, _ = start_broker(tmp_path, ns, "broker-pop", conf)
@@ -57,6 +57,8 @@ def test_a_pop_consumer_across_a_kill_9_during_revive(tmp_path):
         assert len(first) == 40
         acked = pop(ns, "PopK", "PopKG", "--idle-timeout", "10", "-c", "20", "--invisible", "4s")
         assert len(acked) == 20 and {m["reconsume_times"] for m in acked} == {1}
+        held = pop(ns, "PopK", "PopKG", "--idle-timeout", "5", "-c", "6", "--invisible", "4s", "--no-ack")
+        assert len(held) == 6
         os.kill(broker.proc.pid, signal.SIGKILL)
         broker.proc.wait(10)
         broker.proc.stderr.close()
