@@ -6,7 +6,8 @@ Starts `mqtool broker` (embedded name server, ASYNC_FLUSH) on 127.0.0.1, fills a
 the start: pull = one chain per queue, 32 messages a PULL_MESSAGE that carries the commit of the
 offset before it (the 4.x push consumer's piggybacked commit); POP = one chain per queue, 32
 messages a POP_MESSAGE (a checkpoint written to the revive topic, the offset moved at pop time) and
-one BATCH_ACK_MESSAGE per answer (an ack record; the revive service matches it to its checkpoint).
+one BATCH_ACK_MESSAGE per answer (an ack record; the revive service matches it to its checkpoint),
+sent while the chain's next POP is out, as the Java client's asynchronous acks go.
 Reports msg/s of each run, the consumer's and the broker's CPU per message, and the POP/pull ratios
 of the medians.
 
@@ -76,11 +77,15 @@ async def pop_run(ns: str, group: str, broker_pid: int) -> dict:
         got = {q: 0 for q in range(nums)}
 
         async def chain(q):
+            acking = None                  # an answer's ack goes while the next POP is out (Java's acks are async)
             while True:
                 msgs = await c.pop_from(name, addr, 32, 0, queue_id=q)
+                if acking is not None:
+                    await acking
+                    acking = None
                 if not msgs:
                     return
-                await c.ack_all(msgs)
+                acking = asyncio.ensure_future(c.ack_all(msgs))
                 got[q] += len(msgs)
         return await _timed(lambda: asyncio.gather(*(chain(q) for q in got)), got, broker_pid)
     finally:

@@ -7,12 +7,13 @@ import time
 
 from mqtool_remoting.codes import RequestCode, ResponseCode
 from mqtool_remoting.command import RemotingCommand
+from mqtool_remoting.transport import RemotingClient
 
 from mqtool.broker.subscriptions import SubscriptionGroupConfig
 from mqtool.client.consumer import GroupConsumer
 from mqtool.client.popconsumer import INIT_MIN, PopConsumer
 
-from .test_broker_server import records, run, running_pair
+from .test_broker_server import records, run, running_pair, start_pair
 from .test_pop import G, pop_cmd, send_n
 
 
@@ -138,3 +139,44 @@ def test_orderly_past_retry_max_times_to_the_dlq(tmp_path):
             resp = await client.invoke(addr, pop_cmd("TOD", n=1, invisible=400, order=True, attempt="a4"))
             assert [r.body for r in records(resp.body)] == [b"m1"]
     run(scenario())
+
+
+def test_a_clean_restart_keeps_held_checkpoints_and_orderly_blocks(tmp_path):
+    """Stopped and started again on its store: a popped, un-acked message still comes back after its
+    invisible time (its checkpoint is read again from the revive topic), an acked one does not, and an
+    orderly queue whose batch is un-acked is still blocked (consumerOrderInfo.json)."""
+    async def first():
+        ns, broker = await start_pair(tmp_path)
+        client = RemotingClient()
+        try:
+            addr = broker.config.broker_addr
+            await send_n(client, addr, "TR", 2, queues=1)
+            await send_n(client, addr, "TRO", 2, queues=1)
+            resp = await client.invoke(addr, pop_cmd("TR", queue=0, invisible=2500))
+            recs = records(resp.body)
+            assert [r.body for r in recs] == [b"m0", b"m1"]
+            extra = f"0 {resp.ext_fields['popTime']} 2500 {resp.ext_fields['reviveQid']} 0 broker-a 0 0"
+            ack = {"consumerGroup": G, "topic": "TR", "queueId": 0, "extraInfo": extra, "offset": 0}
+            assert (await client.invoke(addr, RemotingCommand.request(RequestCode.ACK_MESSAGE, ack))).code == 0
+            resp = await client.invoke(addr, pop_cmd("TRO", n=2, invisible=60_000, order=True, attempt="a1"))
+            assert [r.body for r in records(resp.body)] == [b"m0", b"m1"]
+        finally:
+            await client.close()
+            await broker.stop()
+            await ns.stop()
+
+    async def second():
+        ns, broker = await start_pair(tmp_path)
+        client = RemotingClient()
+        try:
+            addr = broker.config.broker_addr
+            blocked = await client.invoke(addr, pop_cmd("TRO", n=2, invisible=60_000, order=True, attempt="a2"))
+            assert blocked.code == ResponseCode.POLLING_TIMEOUT
+            back = await client.invoke(addr, pop_cmd("TR", poll=6000), timeout_s=10)
+            assert [r.body for r in records(back.body)] == [b"m1"] and records(back.body)[0].reconsume_times == 1
+        finally:
+            await client.close()
+            await broker.stop()
+            await ns.stop()
+    run(first())
+    run(second())
