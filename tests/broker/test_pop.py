@@ -252,3 +252,24 @@ def test_a_late_ack_is_harmless_and_a_short_change_redelivers_soon(tmp_path):
             finally:
                 await c.close()
     run(scenario())
+
+
+def test_polling_full_when_too_many_pops_wait_on_one_key(tmp_path):
+    """§2.11: past popPollingSize held POPs on one topic@group@queueId, a POP answers POLLING_FULL
+    (a NOTIFICATION says pollingFull=true), and one held POP that expires answers POLLING_TIMEOUT."""
+    async def scenario():
+        async with running_pair(tmp_path) as (_, broker, client):
+            addr = broker.config.broker_addr
+            await send_n(client, addr, "TW", 1, queues=1)
+            await client.invoke(addr, pop_cmd("TW"))                    # the one message taken
+            broker.pop.polling.per_key = 1
+            held = asyncio.create_task(client.invoke(addr, pop_cmd("TW", poll=1500), timeout_s=10))
+            await until(lambda: broker.pop.polling.size == 1)
+            full = await client.invoke(addr, pop_cmd("TW", poll=1500))
+            assert full.code == ResponseCode.POLLING_FULL
+            note = {"consumerGroup": G, "topic": "TW", "queueId": -1, "pollTime": 1500,
+                    "bornTime": int(time.time() * 1000)}
+            got = await client.invoke(addr, RemotingCommand.request(RequestCode.NOTIFICATION, note))
+            assert got.ext_fields == {**got.ext_fields, "hasMsg": "false", "pollingFull": "true"}
+            assert (await held).code == ResponseCode.POLLING_TIMEOUT
+    run(scenario())
