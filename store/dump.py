@@ -96,14 +96,24 @@ def record_row(offset: int, rec: MessageRecord, file: str | None = None) -> dict
     }
 
 
+TIMER_TOPIC = "rmq_sys_wheel_timer"        # 5.x TimerMessageStore.TIMER_TOPIC
+
+
 def pop_row(row: dict) -> dict | None:
     """A record row of a 5.x revive topic (rmq_sys_REVIVE_LOG_<cluster>) as its POP checkpoint or ack
-    (store/poprecords.py), long names; None for any other record."""
-    if not row["topic"].startswith(REVIVE_TOPIC_PREFIX):
+    (store/poprecords.py), long names; None for any other record. A 5.x broker writes them as timer
+    messages: one still in `rmq_sys_wheel_timer` (REAL_TOPIC the revive topic) is decoded too."""
+    topic, queue, offset, wheel = row["topic"], row["queue_id"], row["queue_offset"], False
+    if topic == TIMER_TOPIC:               # 5.x: a checkpoint or ack still in the timer wheel, not yet due
+        props = row["properties"]
+        topic, wheel = props.get("REAL_TOPIC", ""), True
+        queue = int(props["REAL_QID"]) if props.get("REAL_QID", "").isdigit() else -1
+        offset = None
+    if not topic.startswith(REVIVE_TOPIC_PREFIX):
         return None
     item = decode_revive_body(row["tags"], row["body_bytes"] or b"")
-    base = {"commitlog_offset": row["commitlog_offset"], "revive_topic": row["topic"], "revive_queue": row["queue_id"],
-            "revive_offset": row["queue_offset"], "store_timestamp": row["store_timestamp"],
+    base = {"commitlog_offset": row["commitlog_offset"], "revive_topic": topic, "revive_queue": queue,
+            "revive_offset": offset, "in_timer_wheel": wheel, "store_timestamp": row["store_timestamp"],
             "uniq_key": row["uniq_key"]}
     if isinstance(item, CheckPoint):
         return {"kind": "pop_checkpoint", **base, "topic": item.t, "group": item.c, "queue_id": item.q,

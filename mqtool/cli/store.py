@@ -168,7 +168,8 @@ def _render_pop(rows: list[dict]) -> None:
     t = table("offset", "record", "revive q/off", "topic", "group", "queue", "start", "offsets", "pop time",
               "invisible", "acked bits")
     for r in rows:
-        t.add_row(str(r["commitlog_offset"]), r["kind"].removeprefix("pop_"), f"{r['revive_queue']}/{r['revive_offset']}",
+        where = f"{r['revive_queue']}/{'wheel' if r['in_timer_wheel'] else r['revive_offset']}"
+        t.add_row(str(r["commitlog_offset"]), r["kind"].removeprefix("pop_"), where,
                   r.get("topic", ""), r.get("group", ""), str(r.get("queue_id", "")), str(r.get("start_offset", "")),
                   ",".join(map(str, r.get("offsets", []))), fmt_time(r["pop_timestamp"]) if "pop_timestamp" in r else "",
                   str(r.get("invisible_time", "")), bin(r["ack_bits"]) if "ack_bits" in r else "")
