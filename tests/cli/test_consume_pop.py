@@ -73,3 +73,60 @@ def test_a_pop_consumer_across_a_kill_9_during_revive(tmp_path):
     finally:
         broker.stop()
         ns_proc.stop()
+
+
+@pytest.mark.slow
+def test_kill_9_in_the_middle_of_a_revive(tmp_path):
+    """3000 messages popped, every other one acked; the broker is killed (-9) while its revive is
+    putting the other 1500 back (some in the retry topic, some not yet). Started again: every
+    un-acked message comes back at least once, no acked one ever does."""
+    import asyncio
+
+    from mqtool.client.popconsumer import INIT_MIN, PopConsumer
+    from mqtool_remoting.codes import RequestCode
+    from mqtool_remoting.command import RemotingCommand
+    from mqtool_remoting.transport import RemotingClient
+
+    ns_proc, ns = start_namesrv(tmp_path)
+    conf = "flushConsumerOffsetInterval=60000\n"
+    broker, addr = start_broker(tmp_path, ns, "broker-rv", conf)
+    retry = "%RETRY%PopRvG_PopRv"
+    try:
+        run_cli("topic", "create", "-n", ns, "-t", "PopRv", "-c", "DefaultCluster", "-r", "1", "-w", "1", check=True)
+        run_cli("send", "-n", ns, "-t", "PopRv", input="".join(f"r{i:04d}\n" for i in range(3000)), check=True)
+
+        async def pop_ack_and_kill():
+            c = PopConsumer(ns, "PopRvG", "PopRv", invisible_ms=3000, init_mode=INIT_MIN)
+            client = RemotingClient()
+            acked, unacked = set(), set()
+            try:
+                while len(acked) + len(unacked) < 3000:
+                    got = await c.pop(poll_ms=1000)
+                    half = [m for m in got if int(m.record.body[1:]) % 2 == 0]
+                    await c.ack_all(half)
+                    acked |= {m.record.uniq_key for m in half}
+                    unacked |= {m.record.uniq_key for m in got if m not in half}
+                while True:               # the revive under way: part of the 1500 back, not all
+                    resp = await client.invoke(addr, RemotingCommand.request(
+                        RequestCode.GET_MAX_OFFSET, {"topic": retry, "queueId": 0}))
+                    back = int(resp.ext_fields.get("offset", 0)) if resp.code == 0 else 0
+                    if back > 0:
+                        os.kill(broker.proc.pid, signal.SIGKILL)
+                        return acked, unacked, back
+                    await asyncio.sleep(0.002)
+            finally:
+                await client.close()
+                await c.close()
+        acked, unacked, back_at_kill = asyncio.run(pop_ack_and_kill())
+        broker.proc.wait(10)
+        broker.proc.stderr.close()
+        assert 0 < back_at_kill < 1500, back_at_kill
+        broker, _ = start_broker(tmp_path, ns, "broker-rv", conf)
+        drain(broker)
+        back = pop(ns, "PopRv", "PopRvG", "--idle-timeout", "8")
+        back_ids = {m["msg_id"] for m in back}
+        assert not back_ids & acked, "an acked message came back"
+        assert back_ids == unacked
+    finally:
+        broker.stop()
+        ns_proc.stop()
