@@ -82,10 +82,11 @@ def test_kill_9_in_the_middle_of_a_revive(tmp_path):
     un-acked message comes back at least once, no acked one ever does."""
     import asyncio
 
-    from mqtool.client.popconsumer import INIT_MIN, PopConsumer
     from mqtool_remoting.codes import RequestCode
     from mqtool_remoting.command import RemotingCommand
     from mqtool_remoting.transport import RemotingClient
+
+    from mqtool.client.popconsumer import INIT_MIN, PopConsumer
 
     ns_proc, ns = start_namesrv(tmp_path)
     conf = "flushConsumerOffsetInterval=60000\n"
