@@ -180,3 +180,36 @@ def test_a_clean_restart_keeps_held_checkpoints_and_orderly_blocks(tmp_path):
             await ns.stop()
     run(first())
     run(second())
+
+
+def test_one_group_pulling_and_popping_one_topic(tmp_path):
+    """The same group pulling (4.x) and popping one topic at once: both work, share the `topic@group`
+    offsets as 5.3.3 does, and every message reaches the group at least once; the 4.x retry topic
+    (%RETRY%group) and the POP one (%RETRY%group_topic) stay apart."""
+    async def scenario():
+        async with running_pair(tmp_path) as (ns, broker, client):
+            addr = broker.config.broker_addr
+            await send_n(client, addr, "TM", 40, queues=4)
+            await broker.register_all()
+            ns_addr = f"127.0.0.1:{ns.port}"
+            popper = PopConsumer(ns_addr, "Both", "TM", invisible_ms=60_000, init_mode=INIT_MIN)
+            puller = GroupConsumer(ns_addr, "Both", "TM", start="first")
+            seen: list[bytes] = []
+            try:
+                async def pull_all():
+                    async for mq, rec in puller.messages(200, until_end=True):
+                        seen.append(rec.body)
+                        puller.state.assigned[mq] = rec.queue_offset + 1
+
+                async def pop_all():
+                    for _ in range(3):
+                        got = await popper.pop(nums=8, poll_ms=0)
+                        seen.extend(m.record.body for m in got)
+                        await popper.ack_all(got)
+                await asyncio.gather(pull_all(), pop_all())
+                assert set(seen) == {b"m%d" % i for i in range(40)}
+                assert broker.topics.get("%RETRY%Both_TM") is None
+            finally:
+                await popper.close()
+                await puller.close()
+    run(scenario())
