@@ -172,6 +172,16 @@ class RequestCode(IntEnum):
     # mqtool's own, in no RocketMQ (a Java broker answers REQUEST_CODE_NOT_SUPPORTED): every topic's
     # queue max offsets in one answer, what `mqtool top` otherwise asks GET_TOPIC_STATS_INFO per topic
     GET_ALL_TOPIC_OFFSETS = 90001
+    # 5.x POP consumption over remoting (shared/spec/rocketmq5.md 2.1); 200056 POP_ROLLBACK is
+    # defined there but registered by no 5.3.3 broker: REQUEST_CODE_NOT_SUPPORTED
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    POLLING_INFO = 200055
+    POP_ROLLBACK = 200056
+    BATCH_ACK_MESSAGE = 200151
 
 
 class ResponseCode(IntEnum):
@@ -214,6 +224,11 @@ class ResponseCode(IntEnum):
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     FLOW_CONTROL = 215
+    # 5.x POP (rocketmq5.md 2.1): 5.x gave 209 and 210 these meanings (4.9.8's ACL failure codes above)
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
+    INVALID_PARAMETER = 29
+    ILLEGAL_OPERATION = 604
     # 5.x controller mode (controller.md 3.2)
     CONTROLLER_FENCED_MASTER_EPOCH = 2000
     CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001

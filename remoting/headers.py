@@ -486,3 +486,95 @@ class GetBrokerAclConfigResponseHeader:
 class UpdateGlobalWhiteAddrsConfigRequestHeader:
     globalWhiteAddrs: str
     aclFileFullPath: str | None = None
+
+
+# ---------------------------------------------------------------- 5.x POP (rocketmq5.md 2.2)
+
+@dataclass(frozen=True)
+class PopMessageRequestHeader:
+    consumerGroup: str
+    topic: str
+    queueId: int                  # -1: every queue of the topic on this broker
+    maxMsgNums: int
+    invisibleTime: Long
+    pollTime: Long
+    bornTime: Long
+    initMode: int                 # ConsumeInitMode: 0 MIN, 1 MAX
+    expType: str | None = None
+    exp: str | None = None
+    order: bool | None = None
+    attemptId: str | None = None
+
+
+@dataclass(frozen=True)
+class PopMessageResponseHeader:
+    popTime: Long
+    invisibleTime: Long
+    reviveQid: int
+    restNum: Long
+    startOffsetInfo: str | None = None
+    msgOffsetInfo: str | None = None
+    orderCountInfo: str | None = None
+
+
+@dataclass(frozen=True)
+class AckMessageRequestHeader:
+    consumerGroup: str
+    topic: str
+    queueId: int
+    extraInfo: str
+    offset: Long
+
+
+@dataclass(frozen=True)
+class ChangeInvisibleTimeRequestHeader:
+    consumerGroup: str
+    topic: str
+    queueId: int
+    extraInfo: str
+    offset: Long
+    invisibleTime: Long
+
+
+@dataclass(frozen=True)
+class ChangeInvisibleTimeResponseHeader:
+    popTime: Long
+    invisibleTime: Long
+    reviveQid: int
+
+
+@dataclass(frozen=True)
+class PeekMessageRequestHeader:
+    topic: str
+    queueId: int
+    maxMsgNums: int
+    consumerGroup: str
+
+
+@dataclass(frozen=True)
+class NotificationRequestHeader:
+    consumerGroup: str
+    topic: str
+    queueId: int
+    pollTime: Long
+    bornTime: Long
+    order: bool | None = None
+    attemptId: str | None = None
+
+
+@dataclass(frozen=True)
+class NotificationResponseHeader:
+    hasMsg: bool
+    pollingFull: bool | None = None
+
+
+@dataclass(frozen=True)
+class PollingInfoRequestHeader:
+    consumerGroup: str
+    topic: str
+    queueId: int
+
+
+@dataclass(frozen=True)
+class PollingInfoResponseHeader:
+    pollingNum: int

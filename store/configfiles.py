@@ -14,7 +14,8 @@ from pathlib import Path
 from .errors import FormatError, NotFoundError
 
 CONFIG_FILES = ("topics.json", "consumerOffset.json", "subscriptionGroup.json",
-                "delayOffset.json", "consumerFilter.json", "lmqConsumerOffset.json")
+                "delayOffset.json", "consumerFilter.json", "lmqConsumerOffset.json",
+                "consumerOrderInfo.json")          # 5.x orderly POP (store/poprecords.py)
 _BARE_KEY_END = set(" \t\r\n:")
 
 

@@ -22,6 +22,7 @@ from .errors import CompressionUnavailable, FormatError, StoreError
 from .indexfile import IndexFile
 from .layout import Kind, StorePaths
 from .mappedfiles import MappedFile, ReadOnlyMap
+from .poprecords import REVIVE_TOPIC_PREFIX, AckMsg, CheckPoint, decode_revive_body
 from .query import index_files
 from .reader import CommitLogReader
 
@@ -94,6 +95,37 @@ def record_row(offset: int, rec: MessageRecord, file: str | None = None) -> dict
         "tags": rec.tags, "keys": rec.keys, "uniq_key": rec.uniq_key, "msg_id": rec.msg_id,
         "properties": rec.properties, "body_bytes": body, "body_note": note,
     }
+
+
+TIMER_TOPIC = "rmq_sys_wheel_timer"        # 5.x TimerMessageStore.TIMER_TOPIC
+
+
+def pop_row(row: dict) -> dict | None:
+    """A record row of a 5.x revive topic (rmq_sys_REVIVE_LOG_<cluster>) as its POP checkpoint or ack
+    (store/poprecords.py), long names; None for any other record. A 5.x broker writes them as timer
+    messages: one still in `rmq_sys_wheel_timer` (REAL_TOPIC the revive topic) is decoded too."""
+    topic, queue, offset, wheel = row["topic"], row["queue_id"], row["queue_offset"], False
+    if topic == TIMER_TOPIC:               # 5.x: a checkpoint or ack still in the timer wheel, not yet due
+        props = row["properties"]
+        topic, wheel = props.get("REAL_TOPIC", ""), True
+        queue = int(props["REAL_QID"]) if props.get("REAL_QID", "").isdigit() else -1
+        offset = None
+    if not topic.startswith(REVIVE_TOPIC_PREFIX):
+        return None
+    item = decode_revive_body(row["tags"], row["body_bytes"] or b"")
+    base = {"commitlog_offset": row["commitlog_offset"], "revive_topic": topic, "revive_queue": queue,
+            "revive_offset": offset, "in_timer_wheel": wheel, "store_timestamp": row["store_timestamp"],
+            "uniq_key": row["uniq_key"]}
+    if isinstance(item, CheckPoint):
+        return {"kind": "pop_checkpoint", **base, "topic": item.t, "group": item.c, "queue_id": item.q,
+                "start_offset": item.so, "offsets": [item.offset(i) for i in range(item.n)], "pop_timestamp": item.pt,
+                "invisible_time": item.it, "revive_timestamp": item.revive_time, "ack_bits": item.bm,
+                "broker_name": item.bn, "reput_times": int(item.rp or 0)}
+    if isinstance(item, AckMsg):
+        return {"kind": "pop_ack" if item.aol is None else "pop_batch_ack", **base, "topic": item.t, "group": item.c,
+                "queue_id": item.q, "start_offset": item.so, "offsets": item.offsets, "pop_timestamp": item.pt,
+                "broker_name": item.bn}
+    return {"kind": "pop_unknown", **base, "tags": row["tags"]}
 
 
 def sys_flag_names(sys_flag: int) -> list[str]:

@@ -777,6 +777,24 @@ class MessageStore(Dispatch, Replication):
         behind = self.commitlog.max_offset - int(units["offset"][0])
         return behind > total_physical_memory() * self.cfg.accessMessageInMemoryMaxRatio // 100
 
+    def in_memory(self, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """5.x checkInMemByConsumeOffset: the record at `queue_offset` is in the page cache (mincore;
+        where that cannot be asked, not `in_disk`). False when the queue has no such unit."""
+        cq = self.queues.get((topic, queue_id))
+        units = cq.units(queue_offset, 1) if cq is not None and cq.min_offset <= queue_offset < cq.max_offset else []
+        if not len(units):
+            return False
+        phys, size = int(units["offset"][0]), int(units["size"][0])
+        f = self.commitlog.find(phys)
+        if f is None:
+            return False
+        from mqtool_store.residency import resident
+        try:
+            answer = resident(f.mm, phys - f.start, size)
+        except (ValueError, TypeError):          # the map closed meanwhile (retention)
+            return False
+        return answer if answer is not None else not self.in_disk(topic, queue_id, queue_offset)
+
     @property
     def commitlog_min_offset(self) -> int:
         return self.commitlog.min_offset

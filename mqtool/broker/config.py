@@ -77,6 +77,14 @@ class BrokerConfig:
     brokerElectionPriority: int = 2 ** 31 - 1  # lower wins a tie of epoch and offset
     brokerHeartbeatInterval: int = 1000
     sendHeartbeatTimeoutMillis: int = 1000
+    # 5.x POP consumption (rocketmq5.md 2; mqtool/broker/pop/)
+    reviveQueueNum: int = 8                    # queues of rmq_sys_REVIVE_LOG_<cluster>
+    popPollingSize: int = 1024                 # held POPs on one topic@group@queueId
+    maxPopPollingSize: int = 100_000           # held POPs in all
+    popFromRetryProbability: int = 20          # percent of POPs that read the retry topic first
+    enableRetryTopicV2: bool = False           # %RETRY%group+topic instead of %RETRY%group_topic
+    initPopOffsetByCheckMsgInMem: bool = True  # a new group starts at 0 when the first message is in memory
+    popResponseReturnActualRetryTopic: bool = False
 
     @property
     def broker_addr(self) -> str:

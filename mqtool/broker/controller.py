@@ -10,6 +10,8 @@ import time
 
 from mqtool.broker import admin, adminops, clientcalls, clientreq, fastpull, fastsend, pull, replica, runtime, send, transaction
 from mqtool.broker.acl import requests as acl_requests
+from mqtool.broker import pop as pop_requests
+from mqtool.broker.pop.service import PopService
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
 from mqtool.broker.filters import ConsumerFilterManager
@@ -101,11 +103,13 @@ HANDLERS = {
     RequestCode.DELETE_ACL_CONFIG: acl_requests.delete_acl_config,
     RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl_requests.acl_version,
     RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl_requests.update_white_addrs,
+    **pop_requests.HANDLERS,           # 5.x POP (mqtool/broker/pop/)
 }
 # The fast port (4.9.8's fastRemotingServer, listenPort - 2) takes every request the main port takes
 # but PULL_MESSAGE: its processors are the same objects, its default processor (AdminBrokerProcessor)
 # answers a pull REQUEST_CODE_NOT_SUPPORTED, and the ACL hook runs on both.
-FAST_HANDLERS = {code: h for code, h in HANDLERS.items() if code != RequestCode.PULL_MESSAGE}
+FAST_HANDLERS = {code: h for code, h in HANDLERS.items()
+                 if code != RequestCode.PULL_MESSAGE and code not in pop_requests.MAIN_PORT_ONLY}
 # Defined in 4.9.8's RequestCode but handled by no 4.9.8 broker processor: the default processor
 # answers REQUEST_CODE_NOT_SUPPORTED, and so does this one (TRIGGER_DELETE_FILES 27 among them;
 # mqadmin deleteExpiredCommitLog sends DELETE_EXPIRED_COMMITLOG 329).
@@ -174,6 +178,7 @@ class BrokerController:
         self.pull_holds = PullHoldService()
         self.schedule = ScheduleService(self, cfg_dir)
         self.tx_checker = transaction.TransactionChecker(self)
+        self.pop = PopService(self, cfg_dir)
         self.locks: dict[str, dict] = {}
         sends = fastsend.FastRequests(fastsend.fast_send, self)      # the send hot path, before any decoding
         self.server = Server(self.handle, on_close=self._channel_closed,      # ... and the pull's (main port only)
@@ -217,8 +222,9 @@ class BrokerController:
         await loop.run_in_executor(None, self.store.start)
         if self.store_config.sync_flush and not self.is_slave:
             self.flush_waiters = FlushWaiters(loop, self.store.flusher)
-        self.store.listeners.append(self.pull_holds.notify_threadsafe)
-        self.store.listened = self.pull_holds.waits_on     # (units of other queues: no call each)
+        self.store.listeners += [self.pull_holds.notify_threadsafe, self.pop.polling.notify_threadsafe]
+        holds, polls = self.pull_holds.waits_on, self.pop.polling.by_topic     # (units of other queues: no call each)
+        self.store.listened = lambda topic, queue_id: topic in polls or holds(topic, queue_id)
         self.pull_holds.loop = loop
         self.topics.persist()
         self.groups.persist()
@@ -364,10 +370,12 @@ class BrokerController:
         """changeSpecialServiceStatus(true): delay levels and transaction checks run on a master only."""
         self.schedule.start()
         self.tx_checker.start()
+        self.pop.start()
 
     async def stop_master_services(self) -> None:
         await self.schedule.stop()
         await self.tx_checker.stop()
+        await self.pop.stop()
 
     def start_slave_sync(self, master_addr: str) -> None:
         if self.slave_sync is None:

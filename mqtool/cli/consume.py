@@ -64,10 +64,23 @@ def consume(
     json_out: Annotated[bool, typer.Option("--json")] = False,
     trace: TraceOpt = False,
     trace_topic: TraceTopicOpt = None,
+    pop: Annotated[bool, typer.Option("--pop", help="Consume as a RocketMQ 5 POP group (with -g): the broker hands "
+                                      "out messages, hidden for --invisible; un-acked ones come back later.")] = False,
+    invisible: Annotated[str, typer.Option("--invisible", help="With --pop: how long a popped message stays hidden "
+                                           "before it comes back unless acked (e.g. 30s, 500ms, 2m).")] = "30s",
+    no_ack: Annotated[bool, typer.Option("--no-ack", help="With --pop: do not ack (the messages come back).")] = False,
+    orderly: Annotated[bool, typer.Option("--orderly", help="With --pop: orderly POP (a queue's next batch waits "
+                                          "for the acks of the last).")] = False,
 ) -> None:
     """Consume messages: a real group (-g), or explicit queues from a start position."""
     import asyncio
     check_choice(body, BODY_MODES[:3], "--body")
+    if pop or no_ack or orderly or invisible != "30s":
+        _check_pop(pop, group, broadcast, queue, start, sql, trace)
+        asyncio.run(_consume_pop(namesrv, topic, group, tag, parse_duration_ms(invisible, "--invisible"), no_ack,
+                                 orderly, start, exit_at_end, count, idle_timeout, fmt or "%t %q %o %k %T %b", body,
+                                 json_out))
+        return
     if group and queue:
         raise UsageError("give either -g GROUP or --queue, not both")
     if broadcast and not group:
@@ -83,6 +96,64 @@ def consume(
     asyncio.run(_consume(namesrv, topic, group, broadcast, queue, start, exit_at_end, count, idle_timeout, tag,
                          fmt or "%t %q %o %k %T %b", body, json_out, sql,
                          {"trace": trace, "trace_topic": trace_topic}))
+
+
+def parse_duration_ms(text: str, option: str) -> int:
+    """30s, 500ms, 2m, 1h, or a plain number of milliseconds."""
+    units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+    t = text.strip().lower()
+    for unit in ("ms", "s", "m", "h"):
+        if t.endswith(unit) and t[:-len(unit)].replace(".", "", 1).isdigit():
+            return int(float(t[:-len(unit)]) * units[unit])
+    if t.isdigit():
+        return int(t)
+    raise UsageError(f"{option} must be a duration such as 30s, 500ms or 2m, not {text!r}")
+
+
+def _check_pop(pop, group, broadcast, queue, start, sql, trace) -> None:
+    if not pop:
+        raise UsageError("--invisible, --no-ack and --orderly go with --pop")
+    if not group:
+        raise UsageError("--pop needs -g GROUP")
+    if broadcast or queue or sql is not None or trace:
+        raise UsageError("--pop takes none of --broadcast, --queue, --sql, --trace")
+    if start is not None and START_ALIASES.get(start, start) not in ("beginning", "end"):
+        raise UsageError("with --pop, --from is beginning or end (where a new group starts)")
+
+
+async def _consume_pop(namesrv, topic, group, tag, invisible_ms, no_ack, orderly, start, exit_at_end, count, idle,
+                       fmt, body, json_out) -> None:
+    """`--pop`: pop with long polling from every broker, show, ack each answer's messages in one batch."""
+    from mqtool.client.popconsumer import INIT_MAX, INIT_MIN, PopConsumer
+    init = INIT_MIN if START_ALIASES.get(start, start) == "beginning" else INIT_MAX
+    c = PopConsumer(namesrv, group, topic, tag, invisible_ms=invisible_ms, order=orderly, init_mode=init,
+                    poll_ms=1000 if exit_at_end else 5000)
+    seen, last = 0, time.monotonic()
+    try:
+        while True:
+            got = await c.pop(nums=min(32, count - seen) if count else None)
+            if not got:
+                if exit_at_end or (idle and time.monotonic() - last >= idle):
+                    break
+                continue
+            last = time.monotonic()
+            if count:
+                got = got[:count - seen]       # (a broker asked for fewer gives no more)
+            for m in got:
+                env = envelope(m, m.record, body)
+                env["pop_ck"] = m.extra_info
+                if json_out:
+                    emit_json(env)
+                else:
+                    print(render(env, fmt), flush=True)
+            if not no_ack:
+                await c.ack_all(got)
+            seen += len(got)
+            if count and seen >= count:
+                break
+    finally:
+        await c.close()
+    _say_if_none(seen, json_out)
 
 
 def _one_line(message: str) -> str:

@@ -70,6 +70,8 @@ def dump(
     body: BodyOpt = "text",
     body_max: BodyMaxOpt = None,
     json_out: JsonOpt = False,
+    pop: Annotated[bool, typer.Option("--pop", help="Only the records of the 5.x POP revive topics "
+                                      "(rmq_sys_REVIVE_LOG_*), decoded: checkpoints and acks.")] = False,
 ) -> None:
     """Decode any store file or directory: records, queue units, index entries, checkpoint, config."""
     from mqtool_store.dump import COMMITLOG_KINDS, Filters, dump_path, unused_filters
@@ -94,11 +96,16 @@ def dump(
     counts: dict[str, int] = {}
     stops: list[dict] = []
     pending: list[dict] = []
-    if json_out and k in COMMITLOG_KINDS:
+    if pop and k not in COMMITLOG_KINDS:
+        raise UsageError(f"--pop goes with a commit log (a store root, its commitlog directory or a file), not {k.value}")
+    if json_out and k in COMMITLOG_KINDS and not pop:
         _dump_commitlog_json(path, k, filters, body, cap, stops)
         _report_stops(stops)
         return
-    for row in dump_path(path, k, filters):
+    rows = dump_path(path, k, filters)
+    if pop:
+        rows = _pop_rows(rows)
+    for row in rows:
         counts[row["kind"]] = counts.get(row["kind"], 0) + 1
         if row["kind"] == "message":
             text, cut = render_body(row.pop("body_bytes"), body, cap)
@@ -143,6 +150,30 @@ def _dump_commitlog_json(path: Path, k, filters, body: str, cap: int | None, sto
             stops.append(item)
             if not item["clean"]:
                 emit_json(item)
+
+
+def _pop_rows(rows):
+    """The revive topics' records of a commit log dump as their POP checkpoints and acks (and its stops)."""
+    from mqtool_store.dump import pop_row
+    for row in rows:
+        if row["kind"] != "message":
+            yield row
+            continue
+        decoded = pop_row(row)
+        if decoded is not None:
+            yield decoded
+
+
+def _render_pop(rows: list[dict]) -> None:
+    t = table("offset", "record", "revive q/off", "topic", "group", "queue", "start", "offsets", "pop time",
+              "invisible", "acked bits")
+    for r in rows:
+        where = f"{r['revive_queue']}/{'wheel' if r['in_timer_wheel'] else r['revive_offset']}"
+        t.add_row(str(r["commitlog_offset"]), r["kind"].removeprefix("pop_"), where,
+                  r.get("topic", ""), r.get("group", ""), str(r.get("queue_id", "")), str(r.get("start_offset", "")),
+                  ",".join(map(str, r.get("offsets", []))), fmt_time(r["pop_timestamp"]) if "pop_timestamp" in r else "",
+                  str(r.get("invisible_time", "")), bin(r["ack_bits"]) if "ack_bits" in r else "")
+    console.print(t)
 
 
 def _report_stops(stops: list[dict]) -> None:
@@ -218,7 +249,8 @@ def _render_config(rows: list[dict]) -> None:
 
 
 _RENDERERS = {"message": _render_messages, "cq_unit": _render_units, "index_entry": _render_index_entries,
-              "config": _render_config}
+              "config": _render_config, "pop_checkpoint": _render_pop, "pop_ack": _render_pop,
+              "pop_batch_ack": _render_pop}
 
 
 # ------------------------------------------------------------------------------- stats

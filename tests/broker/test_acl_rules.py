@@ -95,6 +95,9 @@ def test_needed_resources_per_code():
     assert needed_resources(15, {"consumerGroup": "G", "topic": "T", "queueId": "0", "commitOffset": "1"}, b"") == \
         {"%RETRY%G": SUB, "T": SUB}
     assert needed_resources(320, {"b": "T"}, b"") == {}                     # batch: signature only
+    for pop_code in (200050, 200051, 200052, 200053, 200054, 200055):       # 5.x POP: as a pull
+        assert needed_resources(pop_code, {"topic": "T", "consumerGroup": "G"}, b"") == {"T": SUB, "%RETRY%G": SUB}
+    assert needed_resources(200151, {}, b"{}") == {}                        # batch ack: signature only
     with pytest.raises(AclError, match="consumerGroup"):
         needed_resources(38, {}, b"")
 

@@ -46,6 +46,10 @@ def _required(ext: dict, name: str) -> str:
     return value
 
 
+POP_CODES = frozenset({RequestCode.POP_MESSAGE, RequestCode.PEEK_MESSAGE, RequestCode.ACK_MESSAGE,
+                       RequestCode.CHANGE_MESSAGE_INVISIBLETIME, RequestCode.NOTIFICATION, RequestCode.POLLING_INFO})
+
+
 def needed_resources(code: int, ext: dict, body: bytes) -> dict[str, int]:
     """parse(): the resources (topics, groups as `%RETRY%g`) and perms a request code needs."""
     need: dict[str, int] = {}
@@ -62,6 +66,9 @@ def needed_resources(code: int, ext: dict, body: bytes) -> dict[str, int]:
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
         add(retry_topic(ext.get("group")), SUB)
     elif code == RequestCode.PULL_MESSAGE:
+        add(ext.get("topic"), SUB)
+        add(retry_topic(ext.get("consumerGroup")), SUB)
+    elif code in POP_CODES:        # 5.x POP: SUB on its topic and group, as its headers' annotations say
         add(ext.get("topic"), SUB)
         add(retry_topic(ext.get("consumerGroup")), SUB)
     elif code == RequestCode.QUERY_MESSAGE:
