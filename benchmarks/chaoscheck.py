@@ -59,7 +59,9 @@ async def read_queues(ns: str, addr: str, topic: str, queues: int) -> dict:
 def compare(acked: dict[str, dict], found: Counter) -> dict:
     missing = sorted((k for k in acked if k not in found), key=lambda k: int(k[1:]))
     dupes = sorted((k for k, n in found.items() if n > 1), key=lambda k: int(k[1:]) if k[1:].isdigit() else 0)
-    return {"missing": len(missing), "missing_keys": missing[:20], "duplicates": len(dupes),
+    return {"missing": len(missing), "missing_keys": missing[:20],
+            "missing_acks": [{"key": k, **acked[k]} for k in missing[:5]],      # when and where each was acknowledged
+            "duplicates": len(dupes),
             "duplicate_keys": dupes[:20], "read": sum(found.values())}
 
 
