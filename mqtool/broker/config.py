@@ -77,6 +77,13 @@ class BrokerConfig:
     brokerElectionPriority: int = 2 ** 31 - 1  # lower wins a tie of epoch and offset
     brokerHeartbeatInterval: int = 1000
     sendHeartbeatTimeoutMillis: int = 1000
+    # the gRPC endpoint for RocketMQ 5 clients (5.x ProxyConfig names; mqtool/proxy/), as `mqbroker --enable-proxy`
+    enableProxy: bool = False                  # mqtool's key for --enable-proxy: serve gRPC on grpcServerPort
+    grpcServerPort: int = 8081
+    grpcMaxInboundMessageSize: int = 130 * 1024 * 1024
+    enableTopicMessageTypeCheck: bool = True   # a send's type (FIFO, DELAY, ...) must match the topic's message.type
+    enableMixedMessageType: bool = False       # a topic may be message.type=MIXED
+    useDelayLevel: bool = False                # a gRPC delivery time also as the 4.x delay level above it
 
     @property
     def broker_addr(self) -> str:
