@@ -388,7 +388,7 @@ def producer_connections(group: Annotated[str, typer.Option("-g", "--group")],
                          namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """The producer group's connected producers."""
     out_rows(run(namesrv, lambda a: a.connections(group, producer=True)), json_out,
-             ["broker", "client_id", "address", "language", "version"])
+             ["broker", "client_id", "address", "language", "version", "version_name"])
 
 
 @broker_config_app.command("get")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from mqtool.client.base import ClientBase, check
 from mqtool.client.records import decode_records
 from mqtool_remoting import jsonbody
-from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.codes import RequestCode, ResponseCode, version_desc
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingCommandError, RemotingError
 from mqtool_store.errors import FormatError
@@ -350,7 +350,8 @@ class Admin(ClientBase):
                 continue
             for c in jsonbody.loads(resp.body).get("connectionSet", []):
                 rows.append({"broker": name, "client_id": c.get("clientId"), "address": c.get("clientAddr"),
-                             "language": c.get("language"), "version": c.get("version")})
+                             "language": c.get("language"), "version": c.get("version"),
+                             "version_name": version_desc(c.get("version"))})
         if not rows and producer:           # each broker's answer: SYSTEM_ERROR, as 4.9.8's
             raise RemotingCommandError(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist",
                                        "producer connections")

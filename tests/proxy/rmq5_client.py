@@ -91,6 +91,19 @@ def transaction(endpoint: str, args: dict) -> None:
         p.shutdown()
 
 
+def hold(endpoint: str, args: dict) -> None:
+    """A producer that stays up (heartbeats) until the file args["until"] exists."""
+    from pathlib import Path
+    p = producer(endpoint, args)
+    try:
+        emit(ok=True, **receipt(p.send(message(args))))
+        deadline = time.time() + args.get("timeout", 60)
+        while not Path(args["until"]).exists() and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        p.shutdown()
+
+
 def bench(endpoint: str, args: dict) -> None:
     """`count` synchronous sends of `size` bytes: one line with the time they took."""
     p = producer(endpoint, args)
@@ -110,7 +123,7 @@ def bench(endpoint: str, args: dict) -> None:
         p.shutdown()
 
 
-SCENARIOS = {"send": send, "transaction": transaction, "bench": bench}
+SCENARIOS = {"send": send, "transaction": transaction, "hold": hold, "bench": bench}
 
 if __name__ == "__main__":
     SCENARIOS[sys.argv[1]](sys.argv[2], json.loads(sys.argv[3]))
