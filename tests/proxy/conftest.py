@@ -12,35 +12,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.proxy import rmq5venv
 from tests.servers import free_port, start_broker, start_namesrv
 
 REPO = Path(__file__).parents[2]
-CLIENT = "rocketmq-python-client==5.1.2"
 SCRIPT = Path(__file__).parent / "rmq5_client.py"
 TOPICS = {"TN": (4, None), "TF": (8, "FIFO"), "TD": (8, "DELAY"), "TX": (8, "TRANSACTION")}
 
 
-def client_venv_dir() -> Path:
-    """Beside the repository's .venv when there is one (kept between runs), else under the temp dir."""
-    base = REPO / ".venv" if (REPO / ".venv").is_dir() else Path(os.environ.get("TMPDIR", "/tmp"))
-    return base / "rmq5-python-client-5.1.2"
-
-
 @pytest.fixture(scope="session")
 def rmq5_python() -> str:
-    """The python of a venv with the official 5.x client, made on first use."""
-    venv = client_venv_dir()
-    python = venv / "bin" / "python"
-    marker = venv / "installed.ok"
-    if not marker.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, capture_output=True)
-        proc = subprocess.run([str(python), "-m", "pip", "install", "-q", CLIENT], capture_output=True, text=True,
-                              timeout=900)
-        if proc.returncode != 0:
-            pytest.skip(f"the official RocketMQ 5 Python client ({CLIENT}) could not be installed: "
-                        f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
-        marker.write_text(CLIENT)
-    return str(python)
+    """The python of a venv with the official 5.x client, made on first use (tests/proxy/rmq5venv.py)."""
+    python, why = rmq5venv.ensure()
+    if python is None:
+        pytest.skip(f"the official RocketMQ 5 Python client ({rmq5venv.CLIENT}) is not to be had: {why}")
+    return python
 
 
 def run_client(python: str, scenario: str, endpoint: str, args: dict, timeout: float = 90) -> list[dict]:
