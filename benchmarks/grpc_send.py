@@ -1,7 +1,9 @@
 """Benchmark: a send over gRPC (the official RocketMQ 5 Python client, rocketmq-python-client 5.1.2,
 to `mqtool broker --enable-proxy`) beside a send over remoting (the official C++ client,
 rocketmq==0.4.4), to the same broker in the same run: msg/s and the broker's CPU time per message
-(/proc). Target (issue 46): a gRPC send costs the broker at most 2x a remoting send. Synchronous
+(/proc). Target (issue 46): a gRPC send costs the broker at most 2x a remoting send. The remoting
+send is also measured on a broker without the gRPC endpoint and on one with it on but idle, so that
+what the endpoint costs the remoting fast path shows (it should be nothing). Synchronous
 sends of 128 bytes from one client thread; the gRPC client runs in its own venv (tests/proxy/rmq5venv.py,
 made on first use), the C++ client in this one.
 
@@ -84,14 +86,22 @@ def main() -> int:
                       "mode": {"message_bytes": 128, "sends": "synchronous, one thread a client process",
                                "grpc_client": "rocketmq-python-client 5.1.2", "remoting_client": "rocketmq==0.4.4"},
                       "grpc_1_process": grpc_one, "cpp_1_process": cpp_one}
+            remoting = cpp_one.get("broker_cpu_ms_per_msg") or 0
             if processes > 1:
                 result["grpc_n_processes"] = grpc_sends(python, endpoint, "BenchTopic", messages, processes, broker.pid)
                 result["cpp_n_processes"] = run_producers(broker.namesrv, "BenchTopic", 1, processes, seconds,
                                                           broker.pid)
-            remoting = cpp_one.get("broker_cpu_ms_per_msg") or 0
-            result["baseline"] = {"remoting_broker_cpu_ms_per_msg": remoting,
-                                  "grpc_over_remoting_cpu": round(grpc_one["broker_cpu_ms_per_msg"] / remoting, 2)
-                                  if remoting else None, "target": "<= 2.0"}
+        with broker_process(prefix="mqtool-bench-grpc-off-") as plain:      # the remoting path, gRPC off
+            threading.Thread(target=lambda: [None for _ in plain.proc.stderr], daemon=True).start()
+            plain.create_topic("BenchTopic")
+            result["cpp_1_process_proxy_off"] = run_producers(plain.namesrv, "BenchTopic", 1, 1, seconds, plain.pid)
+        with broker_process("-c", conf.name, prefix="mqtool-bench-grpc-on-") as idle:     # gRPC on, idle
+            threading.Thread(target=lambda: [None for _ in idle.proc.stderr], daemon=True).start()
+            idle.create_topic("BenchTopic")
+            result["cpp_1_process_proxy_idle"] = run_producers(idle.namesrv, "BenchTopic", 1, 1, seconds, idle.pid)
+        result["baseline"] = {"remoting_broker_cpu_ms_per_msg": remoting,
+                              "grpc_over_remoting_cpu": round(grpc_one["broker_cpu_ms_per_msg"] / remoting, 2)
+                              if remoting else None, "target": "<= 2.0"}
     finally:
         os.unlink(conf.name)
     if args.json:
