@@ -174,3 +174,19 @@ def test_end_transaction_data_is_taken_once(raw):
     assert raw.unary("EndTransaction", end, pb.EndTransactionResponse).status.code == 20000
     again = raw.unary("EndTransaction", end, pb.EndTransactionResponse)
     assert again.status.code == 50001 and "cannot found transaction data" in again.status.message
+
+
+def test_consumer_settings_answer_for_a_group_not_in_the_broker(raw):
+    """§4 item 8: batch 32, long polling 20 s, not FIFO; 17 attempts with 18 customized delays 1 s .. 2 h."""
+    settings = pb.Settings(client_type=3, subscription=pb.Subscription(
+        group=pb.Resource(name="G_NOT_CREATED"),
+        subscriptions=[pb.SubscriptionEntry(topic=pb.Resource(name="TN"), expression=pb.FilterExpression(
+            type=1, expression="*"))]))
+    answers = list(raw.telemetry([pb.TelemetryCommand(settings=settings)]))
+    assert len(answers) == 1 and answers[0].status.code == 20000
+    s = answers[0].settings
+    assert (s.subscription.receive_batch_size, s.subscription.long_polling_timeout.ToMilliseconds(),
+            s.subscription.fifo) == (32, 20000, False)
+    delays = [d.ToMilliseconds() // 1000 for d in s.backoff_policy.customized_backoff.next]
+    assert s.backoff_policy.max_attempts == 17 and len(delays) == 18
+    assert (delays[:5], delays[-1]) == ([1, 5, 10, 30, 60], 7200)
