@@ -81,6 +81,8 @@ class BrokerConfig:
     enableProxy: bool = False                  # mqtool's key for --enable-proxy: serve gRPC on grpcServerPort
     grpcServerPort: int = 8081
     grpcMaxInboundMessageSize: int = 130 * 1024 * 1024
+    grpcTlsCertPath: str = ""                  # with grpcTlsKeyPath (PEM files): the gRPC port serves TLS only
+    grpcTlsKeyPath: str = ""
     enableTopicMessageTypeCheck: bool = True   # a send's type (FIFO, DELAY, ...) must match the topic's message.type
     enableMixedMessageType: bool = False       # a topic may be message.type=MIXED
     useDelayLevel: bool = False                # a gRPC delivery time also as the 4.x delay level above it

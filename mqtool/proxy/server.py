@@ -54,6 +54,18 @@ async def notify_client_termination(proxy, client, ctx, request):
     return pb.NotifyClientTerminationResponse(status=_ok())
 
 
+def tls_credentials(cfg):
+    """grpcTlsCertPath + grpcTlsKeyPath (PEM): the port serves TLS only (5.3.3's `tls.server.mode=enforcing`;
+    its default `permissive`, TLS and plaintext on one port, is not possible with grpcio)."""
+    if not (cfg.grpcTlsCertPath and cfg.grpcTlsKeyPath):
+        raise OSError("TLS on the gRPC port needs both grpcTlsCertPath and grpcTlsKeyPath")
+    try:
+        with open(cfg.grpcTlsKeyPath, "rb") as key, open(cfg.grpcTlsCertPath, "rb") as cert:
+            return grpc.ssl_server_credentials([(key.read(), cert.read())])
+    except OSError as exc:
+        raise OSError(f"cannot read the gRPC TLS key or certificate: {exc}") from None
+
+
 class GrpcProxy:
     def __init__(self, ctrl):
         self.ctrl = ctrl
@@ -68,15 +80,20 @@ class GrpcProxy:
         self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", cfg.grpcMaxInboundMessageSize),
                                                ("grpc.so_reuseport", 0)])
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, self._handlers()),))
+        address = f"{'[::]' if host == '::' else host}:{port}"
         try:
-            self.port = self.server.add_insecure_port(f"{'[::]' if host == '::' else host}:{port}")
+            if cfg.grpcTlsCertPath or cfg.grpcTlsKeyPath:
+                self.port = self.server.add_secure_port(address, tls_credentials(cfg))
+            else:
+                self.port = self.server.add_insecure_port(address)
         except RuntimeError as exc:
             raise OSError(f"cannot listen on grpcServerPort {port}: {exc}") from None
         if not self.port:
             raise OSError(f"cannot listen on grpcServerPort {port}: address in use")
         await self.server.start()
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
-        log.info("gRPC endpoint (RocketMQ 5 clients, proxy Local mode) listening on %s:%d", host, self.port)
+        log.info("gRPC endpoint (RocketMQ 5 clients, proxy Local mode) listening on %s:%d (%s)", host, self.port,
+                 "TLS" if cfg.grpcTlsCertPath else "plaintext")
         return self
 
     async def stop(self) -> None:

@@ -29,9 +29,10 @@ def rmq5_python() -> str:
     return python
 
 
-def run_client(python: str, scenario: str, endpoint: str, args: dict, timeout: float = 90) -> list[dict]:
+def run_client(python: str, scenario: str, endpoint: str, args: dict, timeout: float = 90,
+               env: dict | None = None) -> list[dict]:
     proc = subprocess.run([python, str(SCRIPT), scenario, endpoint, json.dumps(args)], cwd=SCRIPT.parent,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 

@@ -36,7 +36,7 @@ def message(args: dict, i: int = 0) -> Message:
 
 def producer(endpoint: str, args: dict, checker=None) -> Producer:
     config = ClientConfiguration(endpoint, Credentials(args.get("ak", ""), args.get("sk", "")))
-    p = Producer(config, args.get("topics", [args["topic"]]), checker)
+    p = Producer(config, args.get("topics", [args["topic"]]), checker, tls_enable=args.get("tls", False))
     p.startup()
     return p
 
