@@ -242,6 +242,8 @@ async def send_message(proxy, client, ctx, request):
     validate_topic(topic)
     if any(m.topic.name != topic for m in request.messages):
         raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+    if proxy.ctrl.topics.get(topic) is None:      # Local mode's queue view is the local topic config
+        raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic not exist, topic: {topic}")
     now_ms = int(time.time() * 1000)
     entries = []
     for msg in request.messages:

@@ -162,6 +162,8 @@ def test_message_checks(raw):
     assert send(raw, message("TD", delivery_timestamp=int(time.time() * 1000))).status.code == 50001
     assert send(raw, message("TN", message_id=" ")).status.code == 40009
     assert send(raw).status.code == 40016
+    assert send(raw, message("TN"), message("TF")).status.code == 40016          # topics not the same
+    assert send(raw, message("NoSuchTopic")).status.code == 40402
 
 
 def test_end_transaction_data_is_taken_once(raw):
