@@ -1,9 +1,12 @@
 """The `authorization` header of a 5.x client: `MQv2-HMAC-SHA1 Credential=<AK>, SignedHeaders=x-mq-date-time,
 Signature=<hex>`, where Signature = lowercase hex of HMAC-SHA1(secret key, the x-mq-date-time value).
 Checked against the broker's plain ACL accounts when aclEnable=true (5.3.3 checks it against its own
-authentication users when `authenticationEnabled`; mqtool has one account store, the plain ACL's)."""
+authentication users when `authenticationEnabled`; mqtool has one account store, the plain ACL's):
+the same validate() as a remoting request (whitelists, the account, the signature, then the
+permissions the RPC needs), the signature compared as 5.3.3 does (hex -> base64)."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 
@@ -31,16 +34,21 @@ def parse_authorization(value: str) -> dict[str, str]:
     return fields
 
 
-def check(ctx: RequestContext, secret_of) -> None:
-    """secret_of(access_key) -> the account's secret key or None; raises UNAUTHORIZED."""
-    if not ctx.authorization:
-        raise ProxyError(Code.UNAUTHORIZED, "authorization header is required")
-    if not ctx.date:
+def check_acl(ctx: RequestContext, manager, code: int, needed: dict[str, int]) -> None:
+    """The plain ACL's validate() for a gRPC request: UNAUTHORIZED for who it is, FORBIDDEN for what it may do."""
+    from mqtool.broker.acl.perms import AclError
+    from mqtool.broker.acl.validator import AccessResource, peer_ip
+    fields = parse_authorization(ctx.authorization) if ctx.authorization else {}
+    if fields and not ctx.date:
         raise ProxyError(Code.UNAUTHORIZED, "x-mq-date-time header is required to check the signature")
-    fields = parse_authorization(ctx.authorization)
-    ak = fields.get("Credential", "")
-    secret = secret_of(ak) if ak else None
-    if secret is None:
-        raise ProxyError(Code.UNAUTHORIZED, f"no account for access key {ak!r}")
-    if not hmac.compare_digest(signature(secret, ctx.date), fields.get("Signature", "").lower()):
-        raise ProxyError(Code.UNAUTHORIZED, f"check signature failed for access key {ak}")
+    try:
+        signed = base64.b64encode(bytes.fromhex(fields.get("Signature", ""))).decode()
+    except ValueError:
+        signed = fields.get("Signature", "")
+    res = AccessResource(peer_ip(ctx.peer_host), code, fields.get("Credential") or None, signed, None, needed,
+                         ctx.date.encode())
+    try:
+        manager.validate(res)
+    except AclError as exc:
+        forbidden = "checkPerm" in exc.frame
+        raise ProxyError(Code.FORBIDDEN if forbidden else Code.UNAUTHORIZED, exc.message) from None

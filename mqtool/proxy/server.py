@@ -16,11 +16,13 @@ import time
 
 import grpc
 
+from mqtool.broker.acl.perms import PUB
 from mqtool.proxy import auth, route, send, settings, transaction
 from mqtool.proxy.clients import GrpcClients
 from mqtool.proxy.codes import ClientType, Code, named
 from mqtool.proxy.context import ProxyError, from_metadata, require_client_id
 from mqtool.proxy.descriptors import SERVICE, pb
+from mqtool_remoting.codes import RequestCode
 
 log = logging.getLogger("mqtool.proxy")
 CLIENT_EXPIRED_MS = 120_000          # a client with no stream and no request for this long is forgotten
@@ -111,9 +113,11 @@ class GrpcProxy:
         h = {
             "QueryRoute": self._unary(route.query_route, pb.QueryRouteRequest, pb.QueryRouteResponse),
             "Heartbeat": self._unary(heartbeat, pb.HeartbeatRequest, pb.HeartbeatResponse),
-            "SendMessage": self._unary(send.send_message, pb.SendMessageRequest, pb.SendMessageResponse),
+            "SendMessage": self._unary(send.send_message, pb.SendMessageRequest, pb.SendMessageResponse,
+                                       RequestCode.SEND_MESSAGE, lambda r: {m.topic.name: PUB for m in r.messages}),
             "EndTransaction": self._unary(transaction.end_transaction, pb.EndTransactionRequest,
-                                          pb.EndTransactionResponse),
+                                          pb.EndTransactionResponse, RequestCode.END_TRANSACTION,
+                                          lambda r: {r.topic.name: PUB}),
             "NotifyClientTermination": self._unary(notify_client_termination, pb.NotifyClientTerminationRequest,
                                                    pb.NotifyClientTerminationResponse),
             "Telemetry": grpc.stream_stream_rpc_method_handler(
@@ -126,17 +130,19 @@ class GrpcProxy:
             h[method] = grpc.unary_unary_rpc_method_handler(self._not_yet(NOT_YET.format(method=method)))
         return h
 
-    def _context(self, context):
+    def _context(self, context, code: int = RequestCode.HEART_BEAT, needed: dict | None = None):
+        """The request's metadata, checked: a client id, and with aclEnable the signature and the
+        permissions `needed` (resource -> PUB/SUB) as the remoting request `code` would need them."""
         ctx = from_metadata(context.invocation_metadata(), context.peer())
         require_client_id(ctx)
         if self.ctrl.acl is not None:
-            auth.check(ctx, self._secret_of)
+            auth.check_acl(ctx, self.ctrl.acl.manager, code, needed or {})
         return ctx
 
-    def _unary(self, fn, request_class, response_class):
+    def _unary(self, fn, request_class, response_class, code: int = RequestCode.HEART_BEAT, needs=None):
         async def handler(request, context):
             try:
-                ctx = self._context(context)
+                ctx = self._context(context, code, needs(request) if needs else None)
                 client = self.clients.ensure(ctx)
                 client.last_seen = time.monotonic()
                 return await fn(self, client, ctx, request)
@@ -160,12 +166,6 @@ class GrpcProxy:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, NOT_YET.format(method=method))
             yield b""                     # (an async generator: a server-streaming handler)
         return handler
-
-    def _secret_of(self, access_key: str) -> str | None:
-        manager = self.ctrl.acl.manager
-        path = manager.key_file.get(access_key)
-        owned = manager.accounts.get(path, {}).get(access_key) if path else None
-        return owned.secret_key if owned is not None else None
 
     # ------------------------------------------------------------------ Telemetry
 

@@ -24,17 +24,36 @@ def test_signature_is_hex_hmac_sha1_of_the_date():
     assert auth.signature("sk-secret", "20240101T000000Z") == "eb68ecf32e18534bc197b862773f6842e3ba4bc5"
 
 
-def test_authorization_checked_against_the_account():
-    header = ("MQv2-HMAC-SHA1 Credential=ak1, SignedHeaders=x-mq-date-time, "
-              "Signature=eb68ecf32e18534bc197b862773f6842e3ba4bc5")
-    ctx = RequestContext("c", "PYTHON", "5.1.2", "", "20240101T000000Z", header, "127.0.0.1:1")
-    auth.check(ctx, {"ak1": "sk-secret"}.get)
-    with pytest.raises(ProxyError) as refused:
-        auth.check(ctx, {"ak1": "other"}.get)
-    assert refused.value.code == 40100
-    ctx.date = ""
-    with pytest.raises(ProxyError):
-        auth.check(ctx, {"ak1": "sk-secret"}.get)
+PLAIN_ACL = """\
+accounts:
+  - {accessKey: grpcuser1, secretKey: sk-secret, defaultTopicPerm: DENY, topicPerms: [TP=PUB]}
+"""
+
+
+def authorization(ak: str, sk: str, date: str) -> str:
+    return f"MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, Signature={auth.signature(sk, date)}"
+
+
+def test_authorization_checked_by_the_plain_acl(tmp_path):
+    """The signature against the account (UNAUTHORIZED), then the topic's permission (FORBIDDEN)."""
+    from mqtool.broker.acl.manager import PlainPermissionManager
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+    manager = PlainPermissionManager(str(tmp_path))
+    manager.load()
+    date = "20240101T000000Z"
+    ctx = RequestContext("c", "PYTHON", "5.1.2", "", date, authorization("grpcuser1", "sk-secret", date), "127.0.0.1:1")
+    auth.check_acl(ctx, manager, 10, {"TP": 4})
+    for changed, code in [(dict(authorization=authorization("grpcuser1", "wrong", date)), 40100),
+                          (dict(authorization=authorization("nobody", "sk-secret", date)), 40100),
+                          (dict(authorization=""), 40100), (dict(date=""), 40100)]:
+        refused = RequestContext(**{**ctx.__dict__, **changed})
+        with pytest.raises(ProxyError) as err:
+            auth.check_acl(refused, manager, 10, {"TP": 4})
+        assert err.value.code == code, changed
+    with pytest.raises(ProxyError) as err:
+        auth.check_acl(ctx, manager, 10, {"OTHER": 4})
+    assert err.value.code == 40300
 
 
 def test_metadata_and_versions():
