@@ -146,7 +146,7 @@ def build_properties(ctrl, msg, topic: str, peer_host: str, now_ms: int) -> tupl
         deliver_ms = ts.seconds * 1000 + ts.nanos // 1_000_000
         if deliver_ms - now_ms > MAX_DELAY_MS:
             raise ProxyError(Code.ILLEGAL_DELIVERY_TIME, f"the max delay time of message is too large, max is {MAX_DELAY_MS}")
-        if ctrl.config.useDelayLevel or not timer_enabled(ctrl):
+        if (ctrl.config.useDelayLevel or not timer_enabled(ctrl)) and deliver_ms > now_ms:   # a past time: at once
             props[Prop.DELAY] = str(delay_level(ctrl.store.levels, deliver_ms, now_ms))
         props[TIMER_DELIVER_MS] = str(deliver_ms)
     if sp.HasField("delivery_attempt"):

@@ -192,3 +192,13 @@ def test_consumer_settings_answer_for_a_group_not_in_the_broker(raw):
     delays = [d.ToMilliseconds() // 1000 for d in s.backoff_policy.customized_backoff.next]
     assert s.backoff_policy.max_attempts == 17 and len(delays) == 18
     assert (delays[:5], delays[-1]) == ([1, 5, 10, 30, 60], 7200)
+
+
+def test_delay_message_whose_time_is_past_is_stored_at_once(raw, proxy_cluster):
+    """§4 item 20: stored directly in the topic (the receipt's offset counts there), readable at once."""
+    msg_id = f"01{time.time_ns():032X}"[:34]
+    resp = send(raw, message("TD", b"overdue", message_id=msg_id, delivery_timestamp=int(time.time()) - 10))
+    assert resp.status.code == 20000
+    stored = [m for m in consume_all(proxy_cluster["namesrv"], "TD") if m["msg_id"] == msg_id]
+    assert len(stored) == 1 and stored[0]["queue_offset"] == resp.entries[0].offset
+    assert "DELAY" not in stored[0]["properties"] and "TIMER_DELIVER_MS" in stored[0]["properties"]
