@@ -30,6 +30,16 @@ class MQVersion(IntEnum):
     V5_0_0 = 413
 
 
+def version_desc(ordinal: int) -> str:
+    """MQVersion.getVersionDesc from V4_0_0_SNAPSHOT (212) on: two entries a release, SNAPSHOT first
+    (437 -> V5_1_2, what RocketMQ 5's clients report); older or unknown ordinals as the number."""
+    if not isinstance(ordinal, int) or not 212 <= ordinal < 212 + 2 * 200:
+        return str(ordinal)
+    index, snapshot = divmod(ordinal - 212, 2)
+    name = f"V{4 + index // 100}_{index % 100 // 10}_{index % 10}"
+    return name if snapshot else name + "_SNAPSHOT"
+
+
 VERSION_V4_9_4 = int(MQVersion.V4_9_4)
 VERSION_V4_9_8 = int(MQVersion.V4_9_8)
 VERSION_V3_4_9 = int(MQVersion.V3_4_9)

@@ -258,6 +258,7 @@ class CreateTopicRequestHeader:
     topicFilterType: str
     topicSysFlag: int | None = None
     order: bool | None = None      # @CFNotNull in Java but unused, and the C++ admin call omits it
+    attributes: str | None = None  # 5.x: "+message.type=FIFO" (topicattrs.py)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from mqtool_remoting import javaprops
+from mqtool.broker import topicattrs
 from mqtool.broker.subscriptions import SubscriptionGroupConfig
 from mqtool.broker.topics import TopicConfig, check_topic_name, is_system_topic
 from mqtool_remoting import jsonbody
@@ -37,8 +38,14 @@ async def create_topic(ctrl, conn, cmd):
         return refused
     if h.topic == ctrl.config.brokerClusterName:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.")
+    existing = ctrl.topics.get(h.topic)
+    try:
+        attrs = topicattrs.alter(existing.attributes if existing else None, h.attributes,
+                                 ctrl.config.enableMixedMessageType)
+    except topicattrs.TopicAttributeError as exc:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
     ctrl.topics.update(TopicConfig(h.topic, h.readQueueNums, h.writeQueueNums, h.perm, h.topicFilterType or "SINGLE_TAG",
-                                   h.topicSysFlag or 0, bool(h.order)))
+                                   h.topicSysFlag or 0, bool(h.order), attrs))
     await ctrl.registration.wait_registered()      # registerIncrementBrokerData, before the answer
     return cmd.response(ResponseCode.SUCCESS)
 

@@ -85,6 +85,15 @@ class BrokerConfig:
     enableRetryTopicV2: bool = False           # %RETRY%group+topic instead of %RETRY%group_topic
     initPopOffsetByCheckMsgInMem: bool = True  # a new group starts at 0 when the first message is in memory
     popResponseReturnActualRetryTopic: bool = False
+    # the gRPC endpoint for RocketMQ 5 clients (5.x ProxyConfig names; mqtool/proxy/), as `mqbroker --enable-proxy`
+    enableProxy: bool = False                  # mqtool's key for --enable-proxy: serve gRPC on grpcServerPort
+    grpcServerPort: int = 8081
+    grpcMaxInboundMessageSize: int = 130 * 1024 * 1024
+    grpcTlsCertPath: str = ""                  # with grpcTlsKeyPath (PEM files): the gRPC port serves TLS only
+    grpcTlsKeyPath: str = ""
+    enableTopicMessageTypeCheck: bool = True   # a send's type (FIFO, DELAY, ...) must match the topic's message.type
+    enableMixedMessageType: bool = False       # a topic may be message.type=MIXED
+    useDelayLevel: bool = False                # a gRPC delivery time also as the 4.x delay level above it
 
     @property
     def broker_addr(self) -> str:

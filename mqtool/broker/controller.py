@@ -195,6 +195,7 @@ class BrokerController:
         self.ha_slave = None
         self.autoswitch = None                # controller mode's HA (mqtool/ha/autoswitch.py)
         self.metrics = None
+        self.proxy = None                     # the gRPC endpoint (enableProxy, mqtool/proxy/)
         self.replicas = None
         if config.enableControllerMode:
             from mqtool.broker.replicas import ReplicasManager
@@ -237,6 +238,8 @@ class BrokerController:
         await self._start_ha(host)
         if self.config.metricsPort:
             await self._start_metrics(host)
+        if self.config.enableProxy:
+            await self._start_proxy(host)
         self.running = True
         if self.replicas is not None:
             self.replicas.start()
@@ -319,6 +322,15 @@ class BrokerController:
             await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
             raise
 
+    async def _start_proxy(self, host: str) -> None:
+        from mqtool.proxy.server import GrpcProxy
+        try:
+            self.proxy = await GrpcProxy(self).start(host, self.config.grpcServerPort)
+        except OSError:
+            self.running = True
+            await self.stop()
+            raise
+
     def role_line(self) -> str:
         if self.replicas is not None:
             return (f"controller mode: fenced (no writes, no name server registration) until the controller at "
@@ -351,6 +363,8 @@ class BrokerController:
             await self.ha_slave.stop()
         if self.metrics is not None:
             await self.metrics.stop()
+        if self.proxy is not None:
+            await self.proxy.stop()
         await self.unregister_all()
         await self.namesrv_client.close()
         await self.fast_server.stop()

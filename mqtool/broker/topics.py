@@ -36,18 +36,24 @@ class TopicConfig:
     topicFilterType: str = "SINGLE_TAG"
     topicSysFlag: int = 0
     order: bool = False
+    attributes: dict[str, str] | None = None     # 5.x topic attributes ({"message.type": "FIFO"}); None: none
 
     def to_json(self) -> dict:
-        """fastjson's bean order: alphabetical."""
-        return {"order": self.order, "perm": self.perm, "readQueueNums": self.readQueueNums,
-                "topicFilterType": self.topicFilterType, "topicName": self.topicName,
-                "topicSysFlag": self.topicSysFlag, "writeQueueNums": self.writeQueueNums}
+        """fastjson's bean order: alphabetical. `attributes` (5.x) only when the topic has some, so a
+        topics.json without them stays 4.9.8's bytes."""
+        d = {"attributes": dict(self.attributes)} if self.attributes else {}
+        d.update({"order": self.order, "perm": self.perm, "readQueueNums": self.readQueueNums,
+                  "topicFilterType": self.topicFilterType, "topicName": self.topicName,
+                  "topicSysFlag": self.topicSysFlag, "writeQueueNums": self.writeQueueNums})
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> "TopicConfig":
+        attrs = d.get("attributes")
         return cls(d["topicName"], int(d.get("readQueueNums", 16)), int(d.get("writeQueueNums", 16)),
                    int(d.get("perm", PERM_RW)), d.get("topicFilterType", "SINGLE_TAG"),
-                   int(d.get("topicSysFlag", 0)), bool(d.get("order", False)))
+                   int(d.get("topicSysFlag", 0)), bool(d.get("order", False)),
+                   {str(k): str(v) for k, v in attrs.items()} if isinstance(attrs, dict) and attrs else None)
 
 
 def check_topic_name(topic: str) -> str | None:
@@ -207,7 +213,7 @@ class TopicConfigManager:
                     continue
                 new = TopicConfig(topic, queues, queues) if cfg is None else TopicConfig(
                     topic, max(cfg.readQueueNums, queues), max(cfg.writeQueueNums, queues), cfg.perm,
-                    cfg.topicFilterType, cfg.topicSysFlag, cfg.order)
+                    cfg.topicFilterType, cfg.topicSysFlag, cfg.order, cfg.attributes)
                 self.update(new)
                 changed.append((topic, before, min(new.readQueueNums, new.writeQueueNums)))
         return changed

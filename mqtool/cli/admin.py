@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -82,6 +83,14 @@ def out_rows(rows: list[dict], json_out: bool, columns: list[str], title: str | 
     console.print(t)
 
 
+class MessageType(str, Enum):
+    NORMAL = "NORMAL"
+    FIFO = "FIFO"
+    DELAY = "DELAY"
+    TRANSACTION = "TRANSACTION"
+    MIXED = "MIXED"
+
+
 @topic_app.command("create")
 @with_credentials
 def topic_create(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: NamesrvOpt = "127.0.0.1:9876",
@@ -96,13 +105,26 @@ def topic_create(topic: Annotated[str, typer.Option("-t", "--topic")], namesrv: 
                                                                     "server's ORDER_TOPIC_CONFIG).")] = None,
                  cluster: Annotated[Optional[str], typer.Option("-c", "--cluster")] = None,
                  broker: Annotated[Optional[str], typer.Option("-b", "--broker", help="Broker name or address.")] = None,
+                 message_type: Annotated[Optional[MessageType], typer.Option(
+                     "--message-type", case_sensitive=False,
+                     help="RocketMQ 5's topic attribute message.type: the only kind of message its gRPC "
+                          "clients may send to it.")] = None,
+                 attributes: Annotated[Optional[str], typer.Option(
+                     "-a", "--attributes", help="5.x topic attributes as mqadmin writes them: +message.type=FIFO "
+                                                "(',' between several, -KEY removes one).")] = None,
                  json_out: JsonOpt = False) -> None:
     """Create or update a topic on every master of a cluster (or one broker). What is not given keeps
     the topic's current value (mqadmin's updateTopic resets it to 8 queues, perm 6)."""
-    done = run(namesrv, lambda a: a.create_topic(topic, read, write, perm, order, cluster, broker))
-    out_rows([{"topic": topic, "broker": d["broker"], "read": d["readQueueNums"], "write": d["writeQueueNums"],
-               "perm": d["perm"], "order": d["order"]} for d in done], json_out,
-             ["topic", "broker", "read", "write", "perm", "order"])
+    attrs = ",".join(a for a in (attributes, message_type and f"+message.type={message_type.value}") if a) or None
+    done = run(namesrv, lambda a: a.create_topic(topic, read, write, perm, order, cluster, broker, attrs))
+    rows = [{"topic": topic, "broker": d["broker"], "read": d["readQueueNums"], "write": d["writeQueueNums"],
+             "perm": d["perm"], "order": d["order"]} for d in done]
+    columns = ["topic", "broker", "read", "write", "perm", "order"]
+    if attrs:
+        columns.append("attributes")
+        for row in rows:
+            row["attributes"] = attrs
+    out_rows(rows, json_out, columns)
 
 
 topic_app.command("update", help="Update a topic's queue numbers, permission or order flag (the same request as "
@@ -394,7 +416,7 @@ def producer_connections(group: Annotated[str, typer.Option("-g", "--group")],
                          namesrv: NamesrvOpt = "127.0.0.1:9876", json_out: JsonOpt = False) -> None:
     """The producer group's connected producers."""
     out_rows(run(namesrv, lambda a: a.connections(group, producer=True)), json_out,
-             ["broker", "client_id", "address", "language", "version"])
+             ["broker", "client_id", "address", "language", "version", "version_name"])
 
 
 @broker_config_app.command("get")

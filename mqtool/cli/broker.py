@@ -26,6 +26,9 @@ def start(
         "--embedded-namesrv", help="HOST:PORT for the embedded name server (default 0.0.0.0:9876).")] = None,
     metrics_port: Annotated[Optional[int], typer.Option(
         "--metrics-port", help="metricsPort: serve Prometheus metrics at http://HOST:PORT/metrics (default off).")] = None,
+    enable_proxy: Annotated[bool, typer.Option(
+        "--enable-proxy", help="Serve RocketMQ 5 clients over gRPC on grpcServerPort (8081), as mqbroker "
+                               "--enable-proxy (Local mode); broker.conf: enableProxy=true.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Start a broker. With no name server given anywhere, an embedded one runs in the same process;
@@ -62,6 +65,8 @@ def start(
             cfg.storePathRootDir = str(store_dir)
         if metrics_port is not None:
             cfg.metricsPort = metrics_port
+        if enable_proxy:
+            cfg.enableProxy = True
         if broker_ip:
             cfg.brokerIP1 = broker_ip
         elif listen and host not in ("0.0.0.0", "::"):
@@ -88,7 +93,8 @@ def start(
     taken = taken_port(host, [
         (cfg.listenPort, f"{host}:{cfg.listenPort}"),
         (fast, f"the fast port {fast} ({'fastListenPort' if cfg.fastListenPort else 'listenPort - 2'})"),
-        (ha, f"the HA port {ha} (listenPort + 1)"), (cfg.metricsPort, f"metricsPort {cfg.metricsPort}")])
+        (ha, f"the HA port {ha} (listenPort + 1)"), (cfg.metricsPort, f"metricsPort {cfg.metricsPort}"),
+        (cfg.grpcServerPort if cfg.enableProxy else 0, f"grpcServerPort {cfg.grpcServerPort}")])
     if taken is None and embedded:
         taken = taken_port(embedded[1], [(embedded[2], f"the embedded name server's port {embedded[1]}:{embedded[2]}")])
     if taken:

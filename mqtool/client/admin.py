@@ -4,7 +4,7 @@ from __future__ import annotations
 from mqtool.client.base import ClientBase, check
 from mqtool.client.records import decode_records
 from mqtool_remoting import jsonbody
-from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.codes import RequestCode, ResponseCode, version_desc
 from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingCommandError, RemotingError
 from mqtool_store.errors import FormatError
@@ -74,7 +74,7 @@ class Admin(ClientBase):
 
     async def create_topic(self, topic: str, read: int | None = None, write: int | None = None,
                            perm: int | None = None, order: bool | None = None, cluster: str | None = None,
-                           broker: str | None = None) -> list[dict]:
+                           broker: str | None = None, attributes: str | None = None) -> list[dict]:
         """Create or update `topic` on every master of `cluster` (or one broker, or every master).
 
         A value left None keeps what each broker has for the topic, or takes mqadmin's default for a
@@ -83,18 +83,22 @@ class Admin(ClientBase):
         `order` the name server's ORDER_TOPIC_CONFIG gets `brokerName:writeQueueNums` for these
         brokers, as mqadmin writes it (the whole value for a cluster, merged for one broker); with
         order=False their entries are taken out; a new write queue number of an ordered topic
-        replaces its entries too.
+        replaces its entries too. `attributes`: 5.x topic attributes as mqadmin's -a writes them
+        (`+message.type=FIFO`); the topic's other attributes are kept.
         """
         given = {"readQueueNums": read, "writeQueueNums": write, "perm": perm, "order": order}
         done = []
         for name, addr in (await self.masters(cluster, broker)).items():
             current = await self.topic_config(addr, topic) if None in given.values() else {}
             cfg = {k: v if v is not None else current.get(k, TOPIC_DEFAULTS[k]) for k, v in given.items()}
-            check(await self.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": cfg["readQueueNums"],
-                "writeQueueNums": cfg["writeQueueNums"], "perm": cfg["perm"],
-                "topicFilterType": current.get("topicFilterType", "SINGLE_TAG"),
-                "topicSysFlag": current.get("topicSysFlag", 0), "order": cfg["order"]})), f"create topic {topic}")
+            ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": cfg["readQueueNums"],
+                   "writeQueueNums": cfg["writeQueueNums"], "perm": cfg["perm"],
+                   "topicFilterType": current.get("topicFilterType", "SINGLE_TAG"),
+                   "topicSysFlag": current.get("topicSysFlag", 0), "order": cfg["order"]}
+            if attributes:
+                ext["attributes"] = attributes
+            check(await self.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext)),
+                  f"create topic {topic}")
             done.append({"broker": name, **cfg})
         if order is not None and done:
             await self._order_conf(topic, {d["broker"]: d["writeQueueNums"] for d in done}, order, whole=broker is None)
@@ -346,7 +350,8 @@ class Admin(ClientBase):
                 continue
             for c in jsonbody.loads(resp.body).get("connectionSet", []):
                 rows.append({"broker": name, "client_id": c.get("clientId"), "address": c.get("clientAddr"),
-                             "language": c.get("language"), "version": c.get("version")})
+                             "language": c.get("language"), "version": c.get("version"),
+                             "version_name": version_desc(c.get("version"))})
         if not rows and producer:           # each broker's answer: SYSTEM_ERROR, as 4.9.8's
             raise RemotingCommandError(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist",
                                        "producer connections")

@@ -1,0 +1,235 @@
+"""The gRPC endpoint: apache.rocketmq.v2.MessagingService served by grpc.aio on the broker's own event
+loop, so every handler calls into the broker (its store, topics, producers) as the remoting handlers
+do, with no thread hop and no lock; grpc's own I/O runs in its C core. Off unless enableProxy=true
+(`mqtool broker start --enable-proxy`), on grpcServerPort (8081).
+
+Served: QueryRoute, Heartbeat, SendMessage, EndTransaction, Telemetry (Settings; orphaned-transaction
+recovery), NotifyClientTermination. The consumer RPCs (QueryAssignment, ReceiveMessage, AckMessage,
+ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue) and RecallMessage end with the gRPC status
+UNIMPLEMENTED and a note until the broker has POP consumption and timer messages; PullMessage,
+UpdateOffset, GetOffset and QueryOffset are UNIMPLEMENTED as in 5.3.3."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import grpc
+
+from mqtool.broker.acl.perms import PUB
+from mqtool.proxy import auth, route, send, settings, transaction
+from mqtool.proxy.clients import GrpcClients
+from mqtool.proxy.codes import ClientType, Code, named
+from mqtool.proxy.context import ProxyError, from_metadata, require_client_id
+from mqtool.proxy.descriptors import SERVICE, pb
+from mqtool_remoting.codes import RequestCode
+
+log = logging.getLogger("mqtool.proxy")
+CLIENT_EXPIRED_MS = 120_000          # a client with no stream and no request for this long is forgotten
+SWEEP_S = 10.0
+NOT_YET = ("{method} is not implemented by mqtool's gRPC endpoint yet: it needs POP consumption in the broker "
+           "(RocketMQ 5 consumers over gRPC are the second half of issue 46). Producers are served; consume "
+           "over remoting meanwhile.")
+NOT_YET_RECALL = "RecallMessage is not implemented by mqtool's gRPC endpoint: the broker has no timer messages yet."
+CONSUMER_RPCS = ("QueryAssignment", "AckMessage", "ForwardMessageToDeadLetterQueue", "ChangeInvisibleDuration")
+
+
+def _ok():
+    return pb.Status(code=Code.OK, message="OK")
+
+
+async def heartbeat(proxy, client, ctx, request):
+    if client.settings is None:
+        raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
+    kind = named(ClientType, client.settings.client_type)
+    if kind == ClientType.PRODUCER:
+        proxy.clients.register_producer(client, client.topics)
+    elif kind not in (ClientType.PUSH_CONSUMER, ClientType.SIMPLE_CONSUMER):
+        raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, f"unknown client type: {getattr(kind, 'name', kind)}")
+    return pb.HeartbeatResponse(status=_ok())
+
+
+async def notify_client_termination(proxy, client, ctx, request):
+    if client.settings is None:
+        raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
+    proxy.clients.remove(client.client_id)
+    return pb.NotifyClientTerminationResponse(status=_ok())
+
+
+def tls_credentials(cfg):
+    """grpcTlsCertPath + grpcTlsKeyPath (PEM): the port serves TLS only (5.3.3's `tls.server.mode=enforcing`;
+    its default `permissive`, TLS and plaintext on one port, is not possible with grpcio)."""
+    if not (cfg.grpcTlsCertPath and cfg.grpcTlsKeyPath):
+        raise OSError("TLS on the gRPC port needs both grpcTlsCertPath and grpcTlsKeyPath")
+    try:
+        with open(cfg.grpcTlsKeyPath, "rb") as key, open(cfg.grpcTlsCertPath, "rb") as cert:
+            return grpc.ssl_server_credentials([(key.read(), cert.read())])
+    except OSError as exc:
+        raise OSError(f"cannot read the gRPC TLS key or certificate: {exc}") from None
+
+
+class GrpcProxy:
+    def __init__(self, ctrl):
+        self.ctrl = ctrl
+        self.clients = GrpcClients(ctrl, self._check_transaction)
+        self.transactions = transaction.TransactionData()
+        self.server = None
+        self.port = 0
+        self._sweeper: asyncio.Task | None = None
+
+    async def start(self, host: str, port: int) -> "GrpcProxy":
+        cfg = self.ctrl.config
+        self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", cfg.grpcMaxInboundMessageSize),
+                                               ("grpc.so_reuseport", 0)])
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, self._handlers()),))
+        address = f"{'[::]' if host == '::' else host}:{port}"
+        try:
+            if cfg.grpcTlsCertPath or cfg.grpcTlsKeyPath:
+                self.port = self.server.add_secure_port(address, tls_credentials(cfg))
+            else:
+                self.port = self.server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen on grpcServerPort {port}: {exc}") from None
+        if not self.port:
+            raise OSError(f"cannot listen on grpcServerPort {port}: address in use")
+        await self.server.start()
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+        log.info("gRPC endpoint (RocketMQ 5 clients, proxy Local mode) listening on %s:%d (%s)", host, self.port,
+                 "TLS" if cfg.grpcTlsCertPath else "plaintext")
+        return self
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for client in list(self.clients.table.values()):
+            for stream in client.streams:
+                stream.put_nowait(None)
+        if self.server is not None:
+            await self.server.stop(grace=1.0)
+
+    # ------------------------------------------------------------------ the method table
+
+    def _handlers(self) -> dict:
+        h = {
+            "QueryRoute": self._unary(route.query_route, pb.QueryRouteRequest, pb.QueryRouteResponse),
+            "Heartbeat": self._unary(heartbeat, pb.HeartbeatRequest, pb.HeartbeatResponse),
+            "SendMessage": self._unary(send.send_message, pb.SendMessageRequest, pb.SendMessageResponse,
+                                       RequestCode.SEND_MESSAGE, lambda r: {m.topic.name: PUB for m in r.messages}),
+            "EndTransaction": self._unary(transaction.end_transaction, pb.EndTransactionRequest,
+                                          pb.EndTransactionResponse, RequestCode.END_TRANSACTION,
+                                          lambda r: {r.topic.name: PUB}),
+            "NotifyClientTermination": self._unary(notify_client_termination, pb.NotifyClientTerminationRequest,
+                                                   pb.NotifyClientTerminationResponse),
+            "Telemetry": grpc.stream_stream_rpc_method_handler(
+                self._telemetry, request_deserializer=pb.TelemetryCommand.FromString,
+                response_serializer=pb.TelemetryCommand.SerializeToString),
+            "ReceiveMessage": grpc.unary_stream_rpc_method_handler(self._not_yet_stream("ReceiveMessage")),
+            "RecallMessage": grpc.unary_unary_rpc_method_handler(self._not_yet(NOT_YET_RECALL)),
+        }
+        for method in CONSUMER_RPCS:
+            h[method] = grpc.unary_unary_rpc_method_handler(self._not_yet(NOT_YET.format(method=method)))
+        return h
+
+    def _context(self, context, code: int = RequestCode.HEART_BEAT, needed: dict | None = None):
+        """The request's metadata, checked: a client id, and with aclEnable the signature and the
+        permissions `needed` (resource -> PUB/SUB) as the remoting request `code` would need them."""
+        ctx = from_metadata(context.invocation_metadata(), context.peer())
+        require_client_id(ctx)
+        if self.ctrl.acl is not None:
+            auth.check_acl(ctx, self.ctrl.acl.manager, code, needed or {})
+        return ctx
+
+    def _unary(self, fn, request_class, response_class, code: int = RequestCode.HEART_BEAT, needs=None):
+        async def handler(request, context):
+            try:
+                ctx = self._context(context, code, needs(request) if needs else None)
+                client = self.clients.ensure(ctx)
+                client.last_seen = time.monotonic()
+                return await fn(self, client, ctx, request)
+            except ProxyError as exc:
+                return response_class(status=pb.Status(code=exc.code, message=exc.message))
+            except Exception as exc:  # noqa: BLE001 - every failure is an answer, as 5.3.3's exception interceptor
+                log.exception("gRPC %s failed", fn.__name__)
+                return response_class(status=pb.Status(code=Code.INTERNAL_SERVER_ERROR, message=str(exc)))
+        return grpc.unary_unary_rpc_method_handler(handler, request_deserializer=request_class.FromString,
+                                                   response_serializer=response_class.SerializeToString)
+
+    @staticmethod
+    def _not_yet(note: str):
+        async def handler(request, context):
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, note)
+        return handler
+
+    @staticmethod
+    def _not_yet_stream(method: str):
+        async def handler(request, context):
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, NOT_YET.format(method=method))
+            yield b""                     # (an async generator: a server-streaming handler)
+        return handler
+
+    # ------------------------------------------------------------------ Telemetry
+
+    async def _telemetry(self, request_iterator, context):
+        try:
+            ctx = self._context(context)
+        except ProxyError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+            return
+        client = self.clients.ensure(ctx)
+        queue: asyncio.Queue = asyncio.Queue()
+        client.streams.append(queue)
+
+        async def read():
+            try:
+                async for command in request_iterator:
+                    if command.HasField("settings"):
+                        queue.put_nowait(self._settings(client, command.settings))
+            finally:
+                queue.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    break
+                if isinstance(item, settings.SettingsStreamError):
+                    code = grpc.StatusCode.INVALID_ARGUMENT if 40000 <= item.code < 50000 else grpc.StatusCode.INTERNAL
+                    await context.abort(code, str(item))
+                await context.write(item)
+        finally:
+            reader.cancel()
+            if queue in client.streams:
+                client.streams.remove(queue)
+            client.last_seen = time.monotonic()
+
+    def _settings(self, client, given):
+        try:
+            effective = settings.answer(self.ctrl, given)
+        except settings.SettingsStreamError as exc:
+            return exc
+        client.settings = effective
+        if settings.is_producer(effective):
+            self.clients.register_producer(client, [t.name for t in effective.publishing.topics])
+        return pb.TelemetryCommand(status=_ok(), settings=effective)
+
+    def _check_transaction(self, channel, cmd) -> None:
+        """The broker's CHECK_TRANSACTION_STATE to a gRPC producer of the half message's topic."""
+        client = self.clients.get(channel.client_id)
+        if client is None:
+            return
+        try:
+            command = transaction.recover_command(self, cmd)
+        except Exception:  # noqa: BLE001
+            log.exception("cannot turn a transaction check into a gRPC command for %s", channel.client_id)
+            return
+        if not self.clients.push(client, command):
+            log.info("transaction check for %s: the client has no Telemetry stream open", channel.client_id)
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_S)
+            now = time.monotonic()
+            for client in list(self.clients.table.values()):
+                if not client.streams and (now - client.last_seen) * 1000 > CLIENT_EXPIRED_MS:
+                    self.clients.remove(client.client_id)
