@@ -413,10 +413,8 @@ class ReplicasManager:
             # 5.3.0 follows the new master when the role change arrives (its HA address then comes with
             # the name server's answer); mqtool's HA port is always listenPort + 1, so the replica
             # connects at once, and a name server answer naming the same master confirms it
-            self.ha.change_to_slave(ha_addr_of(master_addr), epoch)
+            self.ha.change_to_slave(ha_addr_of(master_addr))
             ctrl.start_slave_sync(master_addr)
-        else:
-            self.ha.known_epoch = max(self.ha.known_epoch, epoch)
         ctrl.topics.data_version.next(state_version=epoch)
         log.info("controller mode: slave of %s (controller id %d) at master epoch %d", master_addr,
                  self.controller_id, epoch)

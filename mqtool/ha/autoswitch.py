@@ -172,7 +172,6 @@ class AutoSwitchHA:
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
         self.client: ReplicaClient | None = None
-        self.known_epoch = 0        # the newest master epoch the controller named to this replica
         self._loop: asyncio.AbstractEventLoop | None = None
         self._data = asyncio.Event()
         self._idle_writers = 0
@@ -233,13 +232,14 @@ class AutoSwitchHA:
         self.caught_up_ms.clear()
         self.confirm_offset = self.store.commitlog_max_offset
 
-    def change_to_slave(self, master_ha_addr: str = "", epoch: int = 0) -> None:
+    def change_to_slave(self, master_ha_addr: str = "") -> None:
         """changeToSlave: follow the new master at once. `master_ha_addr` is where the controller's
         master listens for replicas (an empty one: learnt from a name server's answer later, as
-        5.3.0 learns it); `epoch` its master epoch: a master whose epoch history ends before it is
-        a deposed one, never followed (its bytes of the old epoch are not appended)."""
+        5.3.0 learns it). The connection to the old master closes here, so a deposed master that
+        comes back is never followed (no bytes of its old epoch appended). Its epoch history cannot
+        tell it apart: a master re-elected with nothing written since its last epoch entry keeps that
+        entry (appendEntry refuses an equal start offset), so epoch files may end below the master epoch."""
         self.is_master = False
-        self.known_epoch = max(self.known_epoch, epoch)
         self.close_connections("this broker is a replica now")
         self._release_waiters()
         if self.client is None:
@@ -478,9 +478,6 @@ class ReplicaClient(HASlave):
         if not epochs.entries:
             log.info("replica has no epoch entries: it reports its max offset %d", store.commitlog_max_offset)
             return
-        if h.last_epoch < self.ha.known_epoch:
-            raise ReplicationError(f"the master's epochs end at {h.last_epoch}, the controller named a master of "
-                                   f"epoch {self.ha.known_epoch}: a deposed master, not followed")
         theirs = with_ends(h.entries)
         # dispatch what whole records arrived; a record cut in half by the last frame stays
         point = find_consistent_point(epochs.entries, store.commitlog_max_offset, theirs, h.max_offset)
