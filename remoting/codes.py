@@ -172,6 +172,10 @@ class RequestCode(IntEnum):
     # mqtool's own, in no RocketMQ (a Java broker answers REQUEST_CODE_NOT_SUPPORTED): every topic's
     # queue max offsets in one answer, what `mqtool top` otherwise asks GET_TOPIC_STATS_INFO per topic
     GET_ALL_TOPIC_OFFSETS = 90001
+    # 5.x timer messages (shared/spec/rocketmq5.md §1.9, §1.11)
+    GET_TIMER_CHECK_POINT = 60
+    GET_TIMER_METRICS = 61
+    RECALL_MESSAGE = 370
 
 
 class ResponseCode(IntEnum):
@@ -214,6 +218,7 @@ class ResponseCode(IntEnum):
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     FLOW_CONTROL = 215
+    ILLEGAL_OPERATION = 604             # 5.x: a bad recall handle (RecallMessageProcessor)
     # 5.x controller mode (controller.md 3.2)
     CONTROLLER_FENCED_MASTER_EPOCH = 2000
     CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001

@@ -10,10 +10,8 @@ from .codes import TIMER_CHECK_FILE_SIZE, TIMER_SLOT_SIZE, TIMER_UNIT_SIZE, Time
 from .errors import FormatError
 from .mappedfiles import ReadOnlyMap, check_sizes, list_mapped_files
 from .timerlog import BLANK, BLANK_MAGIC, PRECISIONS, WHEEL_FILE_SIZE, decode_check
-from .timerstore import SLOT_DTYPE
+from .timerstore import SLOT_DTYPE, UNITS_DTYPE
 
-UNITS_DTYPE = np.dtype([("size", ">i4"), ("prev", ">i8"), ("magic", ">i4"), ("write", ">i8"), ("delay", ">i4"),
-                        ("offset_py", ">i8"), ("size_py", ">i4"), ("hash", ">i4"), ("reserved", ">i8")])
 
 
 def magic_names(magic: int) -> list[str]:

@@ -14,9 +14,11 @@ import numpy as np
 from .codes import TIMER_BLANK_SIZE, TIMER_CHECK_FILE_SIZE, TIMER_SLOT_SIZE, TIMER_UNIT_SIZE
 from .errors import FormatError
 from .mappedfile import MappedFileQueue
-from .timerlog import (BLANK, BLANK_MAGIC, EMPTY_SLOT, SLOT, UNIT, WHEEL_FILE_SIZE, WHEEL_SLOTS, Slot, TimerCheck,
-                       TimerUnit, decode_check, decode_unit, magic_ok, slot_index)
+from .timerlog import (BLANK, BLANK_MAGIC, EMPTY_SLOT, SLOT, WHEEL_FILE_SIZE, WHEEL_SLOTS, Slot, TimerCheck,
+                       TimerUnit, decode_check, decode_unit, slot_index)
 
+UNITS_DTYPE = np.dtype([("size", ">i4"), ("prev", ">i8"), ("magic", ">i4"), ("write", ">i8"), ("delay", ">i4"),
+                        ("offset_py", ">i8"), ("size_py", ">i4"), ("hash", ">i4"), ("reserved", ">i8")])
 SLOT_DTYPE = np.dtype([("time", ">i8"), ("first", ">i8"), ("last", ">i8"), ("num", ">i4"), ("magic", ">i4")])
 
 
@@ -52,25 +54,32 @@ class TimerLog:
         if last is not None:
             last.flush()
 
-    def scan(self, start: int):
-        """(pos, unit) from `start` to the first blank or bad unit (TimerMessageStore.recover's
-        first pass), then the position where it stopped, as a last (pos, None)."""
-        pos = start
-        for f in list(self.files.files):
-            if f.end <= pos:
+    def scan(self, start: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """(offsets, units as UNITS_DTYPE, end) from the unit at or before `start` to the first bad
+        or zero unit (TimerMessageStore.recover's first pass, a file at a time in numpy); a blank
+        moves on to the next file."""
+        positions, units, end = [], [], start
+        for f in self.files.files:
+            if f.end <= start:
                 continue
-            p = max(pos, f.start) - f.start
-            while p + TIMER_UNIT_SIZE <= f.size:
-                size, _, magic = UNIT.unpack_from(f.mm, p)[:3]
-                if size != TIMER_UNIT_SIZE or not magic_ok(magic):
-                    if BLANK.unpack_from(f.mm, p)[2] == BLANK_MAGIC:
-                        break                      # the file's end: on to the next one
-                    yield f.start + p, None
-                    return
-                yield f.start + p, decode_unit(f.mm, p)
-                p += TIMER_UNIT_SIZE
-            pos = f.end
-        yield pos, None
+            p0 = max(start, f.start) - f.start
+            p0 -= p0 % TIMER_UNIT_SIZE
+            arr = np.frombuffer(f.mm, UNITS_DTYPE, count=(f.size - p0) // TIMER_UNIT_SIZE, offset=p0)
+            bad = np.flatnonzero((arr["size"] != TIMER_UNIT_SIZE) | ((arr["magic"] | 0xF) != 0xF))
+            k = int(bad[0]) if len(bad) else len(arr)
+            positions.append(f.start + p0 + np.arange(k, dtype=np.int64) * TIMER_UNIT_SIZE)
+            units.append(arr[:k].copy())
+            del arr
+            at = p0 + k * TIMER_UNIT_SIZE
+            end = f.start + at
+            if f.size - at >= BLANK.size and BLANK.unpack_from(f.mm, at)[2] == BLANK_MAGIC:
+                end = f.end
+                continue
+            if at + TIMER_UNIT_SIZE <= f.size:
+                break
+        if not units:
+            return np.zeros(0, np.int64), np.zeros(0, UNITS_DTYPE), end
+        return np.concatenate(positions), np.concatenate(units), end
 
     def truncate(self, end: int) -> None:
         """Dirty units after `end` dropped: zeroed in its file, later files removed."""
@@ -105,8 +114,10 @@ class TimerWheel:
             elif size != WHEEL_FILE_SIZE:
                 raise FormatError(f"Timer wheel length:{size} != expected:{WHEEL_FILE_SIZE}", path=self.path)
             self.mm = mmap.mmap(fd, WHEEL_FILE_SIZE, access=mmap.ACCESS_WRITE)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self.fd = fd              # held for fdatasync, which runs without the GIL (mmap.flush holds it)
         self.slots = np.frombuffer(self.mm, SLOT_DTYPE)
 
     def get(self, time_ms: int) -> Slot:
@@ -143,11 +154,12 @@ class TimerWheel:
         return int(self.slots["num"][valid].sum()), int(times[valid].min()) * self.precision
 
     def flush(self) -> None:
-        self.mm.flush()
+        os.fdatasync(self.fd)
 
     def close(self) -> None:
         del self.slots
         self.mm.close()
+        os.close(self.fd)
 
 
 class TimerCheckFile:

@@ -21,6 +21,7 @@ from mqtool.broker.registration import NamesrvRegistration
 from mqtool.broker.schedule import ScheduleService
 from mqtool.broker.stats import BrokerStats, timed_put
 from mqtool.broker.subscriptions import SubscriptionGroupManager
+from mqtool.broker.timer import TimerService
 from mqtool.broker.topics import TopicConfigManager
 from mqtool.common.conffile import keep_in_conf
 from mqtool.common.javakeys import check_keys
@@ -173,6 +174,7 @@ class BrokerController:
         self.producers = ProducerManager()
         self.pull_holds = PullHoldService()
         self.schedule = ScheduleService(self, cfg_dir)
+        self.timer = TimerService(self)           # 5.x timer messages (timer.py), master only
         self.tx_checker = transaction.TransactionChecker(self)
         self.locks: dict[str, dict] = {}
         sends = fastsend.FastRequests(fastsend.fast_send, self)      # the send hot path, before any decoding
@@ -361,12 +363,15 @@ class BrokerController:
     # ------------------------------------------------------------------ roles (controller mode switches them)
 
     def start_master_services(self) -> None:
-        """changeSpecialServiceStatus(true): delay levels and transaction checks run on a master only."""
+        """changeSpecialServiceStatus(true): delay levels, timer messages and transaction checks run on
+        a master only."""
         self.schedule.start()
+        self.timer.start()
         self.tx_checker.start()
 
     async def stop_master_services(self) -> None:
         await self.schedule.stop()
+        await self.timer.stop()
         await self.tx_checker.stop()
 
     def start_slave_sync(self, master_addr: str) -> None:
@@ -444,6 +449,10 @@ class BrokerController:
         that covers it, under SYNC_MASTER for a slave."""
         batch = isinstance(msgs, list)
         first = msgs[0] if batch else msgs
+        if not batch:                     # the timer put hook (5.x; a batch is never timed, as in Java)
+            refused = self.timer.hook(msgs)
+            if refused is not None:
+                return refused
         if self.autoswitch is not None and self.store_config.minInSyncReplicas > 1 and \
                 first.properties.get(Prop.WAIT, "true") != "false" and \
                 self.autoswitch.in_sync_replicas < self.store_config.minInSyncReplicas:

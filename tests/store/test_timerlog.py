@@ -81,7 +81,9 @@ def test_timerlog_blank_at_file_end(tmp_path):
     assert [log.append(unit) for _ in range(3)] == [0, 52, size]
     first = (tmp_path / "timerlog" / "00000000000000000000").read_bytes()
     assert first[104:120] == bytes.fromhex("0000003e 0000000000000000 cbd43194".replace(" ", ""))
-    assert [p for p, u in log.scan(0) if u is not None] == [0, 52, size]
+    positions, units, end = log.scan(0)
+    assert positions.tolist() == [0, 52, size] and end == size + 52 and units["offset_py"].tolist() == [0, 0, 0]
+    assert log.scan(60)[0].tolist() == [52, size]
     log.close()
 
 

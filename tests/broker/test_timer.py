@@ -1,0 +1,175 @@
+"""Timer messages (5.x) on a real broker over remoting: the put hook, the wheel, delivery, recall
+(shared/spec/rocketmq5.md §1, §4 items 19-21, 40-41 over remoting)."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+
+import pytest
+
+from mqtool.broker.config import BrokerConfig
+from mqtool.broker.controller import BrokerController
+from mqtool.broker.timerhook import round_due, timer_hook
+from mqtool.client.base import MessageQueue
+from mqtool.client.consumer import Consumer
+from mqtool.client.producer import OutMessage, Producer
+from mqtool.namesrv.server import NameServer
+from mqtool_remoting.codes import ResponseCode
+from mqtool_remoting.errors import RemotingCommandError
+from mqtool_store.codes import TIMER_TOPIC
+from mqtool_store.messagestore import Message, PutStatus
+
+
+def run(coro, timeout=60):
+    asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+async def start_pair(tmp_path, store=None, **cfg):
+    ns = await NameServer(tmp_path / "kv.json").start("127.0.0.1", 0)
+    config = BrokerConfig(brokerName="broker-a", listenPort=0, namesrvAddr=f"127.0.0.1:{ns.port}",
+                          storePathRootDir=str(tmp_path / "broker-a"), **cfg)
+    broker = await BrokerController(config, {"mappedFileSizeCommitLog": str(1 << 20),
+                                             "mappedFileSizeConsumeQueue": "6000", "timerPrecisionMs": "100",
+                                             "mappedFileSizeTimerLog": str(52 * 1000), **(store or {})}
+                                    ).start("127.0.0.1")
+    return ns, broker
+
+
+async def wait_messages(consumer, topic, n, timeout=20.0, queues=(0, 1, 2, 3)):
+    """(record, arrival ms) of the first `n` messages of `topic`, polled every 20 ms."""
+    got, offsets = [], dict.fromkeys(queues, 0)
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        for q in queues:
+            res = await consumer.pull(MessageQueue(topic, "broker-a", q), offsets[q], 32)
+            now = time.time() * 1000
+            got += [(m, now) for m in res.messages]
+            offsets[q] = res.next_offset
+        await asyncio.sleep(0.02)
+    return got
+
+
+def test_hook_rounds_the_due_time_and_refuses_as_java():
+    assert round_due(1700000030000, 1000) == 1700000029000 and round_due(1700000030500, 1000) == 1700000030000
+    now = 1700000000000
+
+    def hook(props, enabled=True, now=now, reject=None):
+        m = Message("T", 3, b"x", dict(props))
+        return m, timer_hook(m, now, enabled, 1000, 259200, reject)
+    m, refused = hook({"TIMER_DELIVER_MS": "1700000030000"})
+    assert refused is None and m.topic == TIMER_TOPIC and m.queue_id == 0
+    assert (m.properties["TIMER_OUT_MS"], m.properties["REAL_TOPIC"], m.properties["REAL_QID"]) == \
+        ("1700000029000", "T", "3") and "TIMER_OUT_MS\x011700000029000" in m.properties_text
+    m, _ = hook({"TIMER_DELAY_SEC": "5", "TIMER_DELAY_MS": "100", "TIMER_DELIVER_MS": "1"})   # SEC first
+    assert m.properties["TIMER_OUT_MS"] == "1700000004000"
+    m, _ = hook({"TIMER_DELAY_MS": "1500"})
+    assert m.properties["TIMER_OUT_MS"] == "1700000001000"
+    m, refused = hook({"TIMER_DELIVER_MS": str(now - 1)})                # due already: its own topic
+    assert refused is None and m.topic == "T" and "TIMER_OUT_MS" not in m.properties
+    m, refused = hook({"TIMER_DELIVER_MS": "1700000030000", "DELAY": "3"})    # a delay level wins
+    assert refused is None and m.topic == "T" and "TIMER_DELIVER_MS" not in m.properties
+    for props in ({"TIMER_DELIVER_MS": " 17"}, {"TIMER_DELAY_SEC": "1_0"}, {"TIMER_DELAY_SEC": str(259201)},
+                  {"TIMER_DELIVER_MS": str(now - 5), "TIMER_DEL_UNIQKEY": "T+X"}):
+        assert hook(props)[1].status is PutStatus.WHEEL_TIMER_MSG_ILLEGAL, props
+    assert hook({"TIMER_DELAY_SEC": "259200"})[1] is None
+    assert hook({"TIMER_DELAY_SEC": "5"}, enabled=False)[1].status is PutStatus.WHEEL_TIMER_NOT_ENABLE
+    assert hook({"TIMER_DELAY_SEC": "5"}, reject=lambda t: True)[1].status is PutStatus.WHEEL_TIMER_FLOW_CONTROL
+    m, refused = hook({"TIMER_DELAY_SEC": "5", "TIMER_OUT_MS": "1"})   # delivered already: not timed again
+    assert refused is None and m.topic == "T"
+
+
+def test_timer_messages_arrive_at_their_time_never_early(tmp_path):
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        producer = Producer(f"127.0.0.1:{ns.port}", "PG")
+        consumer = Consumer(f"127.0.0.1:{ns.port}", "CG")
+        now = int(time.time() * 1000)
+        due = [now + 1234, now + 800, now + 2000]
+        results = [await producer.send(OutMessage("TimerT", b"m%d" % i, deliver_time_ms=d), queue=1)
+                   for i, d in enumerate(due)]
+        r = await producer.send(OutMessage("TimerT", b"relative", delay_time_ms=1500), queue=1)
+        results.append(r)
+        due.append(now + 1500)
+        assert [x.queue_offset for x in results] == [0, 1, 2, 3]      # offsets in rmq_sys_wheel_timer/0
+        text = base64.urlsafe_b64decode(results[0].recall_handle).decode().split(" ")
+        assert text[:3] == ["v1", "TimerT", "broker-a"] and text[4] == results[0].msg_id
+        assert int(text[3]) - 1 == round_due(due[0], 100)
+        past = await producer.send(OutMessage("TimerT", b"past", deliver_time_ms=now - 10), queue=2)
+        assert past.recall_handle == "" and past.queue_offset == 0        # stored in TimerT itself
+        got = await wait_messages(consumer, "TimerT", 5)
+        by_body = {m.body: (m, at) for m, at in got}
+        assert set(by_body) == {b"m0", b"m1", b"m2", b"relative", b"past"}
+        for i, body in enumerate([b"m0", b"m1", b"m2", b"relative"]):
+            m, at = by_body[body]
+            assert at >= due[i], (body, at - due[i])          # never early
+            assert m.queue_id == 1 and "REAL_TOPIC" not in m.properties and "REAL_QID" not in m.properties
+            assert m.properties["UNIQ_KEY"] == results[i].msg_id
+            for k in ("TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS"):
+                assert k in m.properties, k
+            assert int(m.properties["TIMER_DEQUEUE_MS"]) >= due[i]
+        assert by_body[b"m0"][0].properties["TIMER_DELIVER_MS"] == str(due[0])
+        assert by_body[b"relative"][0].properties["TIMER_DELAY_MS"] == "1500"
+        root = tmp_path / "broker-a"
+        assert (root / "timerwheel").stat().st_size == 38707200
+        assert (root / "timerlog" / "00000000000000000000").stat().st_size == 52 * 1000
+        await producer.close()
+        await consumer.close()
+        await broker.stop()
+        await ns.stop()
+        assert (root / "config" / "timercheck").stat().st_size == 4096
+        from mqtool_store.verify import verify_store
+        report = verify_store(root)
+        assert report.ok and report.timer_units == 4, report.problems
+    run(scenario())
+
+
+def test_refusals_over_remoting(tmp_path):
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        producer = Producer(f"127.0.0.1:{ns.port}", "PG")
+        with pytest.raises(RemotingCommandError) as exc:
+            await producer.send(OutMessage("TimerT", b"x", delay_time_ms=259201 * 1000))
+        assert exc.value.code == ResponseCode.MESSAGE_ILLEGAL and "max delay 259200000ms" in str(exc.value)
+        broker.store_config.timerWheelEnable = False
+        with pytest.raises(RemotingCommandError) as exc:
+            await producer.send(OutMessage("TimerT", b"x", delay_time_ms=5000))
+        assert exc.value.code == ResponseCode.SYSTEM_ERROR and "timerWheelEnable is false" in str(exc.value)
+        await producer.close()
+        await broker.stop()
+        await ns.stop()
+    run(scenario())
+
+
+def test_cli_send_deliver_at_and_delay_over_a_broker_process(tmp_path):
+    """`mqtool send --delay / --deliver-at` against broker and name server processes (timerPrecisionMs 1000)."""
+    from tests.conftest import json_lines, run_cli
+    from tests.servers import start_broker, start_namesrv
+    ns, ns_addr = start_namesrv(tmp_path)
+    broker, _ = start_broker(tmp_path, ns_addr)
+    try:
+        sent_at = time.time() * 1000
+        out = run_cli("send", "-n", ns_addr, "-t", "CliTimer", "--queue", "0", "--delay", "2s", "--json", "later",
+                      check=True).stdout
+        first = json_lines(out)[0]
+        assert first["recall_handle"] and first["queue_offset"] == 0
+        due_at = int(time.time() * 1000) + 3000
+        run_cli("send", "-n", ns_addr, "-t", "CliTimer", "--queue", "0", "--deliver-at", str(due_at), "at",
+                check=True)
+        bad = run_cli("send", "-n", ns_addr, "-t", "CliTimer", "--delay", "soon", "x")
+        assert bad.returncode != 0 and "--delay takes a duration" in bad.stderr and "Traceback" not in bad.stderr
+
+        async def consume():
+            consumer = Consumer(ns_addr, "CG")
+            try:
+                early = await consumer.pull(MessageQueue("CliTimer", "broker-a", 0), 0, 32)
+                assert early.messages == [] or time.time() * 1000 >= sent_at + 2000
+                return await wait_messages(consumer, "CliTimer", 2, queues=(0,))
+            finally:
+                await consumer.close()
+        got = asyncio.run(consume())
+        arrival = {m.body: at for m, at in got}
+        assert arrival[b"later"] >= sent_at + 2000 and arrival[b"at"] >= due_at
+    finally:
+        broker.stop()
+        ns.stop()
