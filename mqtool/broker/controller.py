@@ -9,6 +9,7 @@ import os
 import time
 
 from mqtool.broker import admin, adminops, clientcalls, clientreq, fastpull, fastsend, pull, replica, runtime, send, transaction
+from mqtool.broker import timerreq
 from mqtool.broker.acl import requests as acl_requests
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
@@ -102,6 +103,10 @@ HANDLERS = {
     RequestCode.DELETE_ACL_CONFIG: acl_requests.delete_acl_config,
     RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl_requests.acl_version,
     RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl_requests.update_white_addrs,
+    # 5.x timer messages (timerreq.py)
+    RequestCode.RECALL_MESSAGE: timerreq.recall_message,
+    RequestCode.GET_TIMER_CHECK_POINT: timerreq.timer_check_point,
+    RequestCode.GET_TIMER_METRICS: timerreq.timer_metrics,
 }
 # The fast port (4.9.8's fastRemotingServer, listenPort - 2) takes every request the main port takes
 # but PULL_MESSAGE: its processors are the same objects, its default processor (AdminBrokerProcessor)

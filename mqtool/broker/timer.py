@@ -10,6 +10,7 @@ A message costs one unit append and one slot write to store, and one unit read t
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 
@@ -351,14 +352,20 @@ class TimerService:
         self.write_check()
         self.persist_metrics()
 
-    def persist_metrics(self) -> None:
-        """config/timermetrics (TimerMetrics.persist): per real topic, messages waiting."""
-        if not self.timing and not self.metrics_path.exists():
-            return
+    def metrics(self) -> dict:
+        """TimerMetrics' content: per real topic, the messages waiting in the wheel."""
         stamp = now_ms()
-        write_config(self.metrics_path, dumps_fastjson({
-            "dataVersion": {"counter": self.enqueued + self.dequeued, "stateVersion": 0, "timestamp": stamp},
-            "timingCount": {t: {"count": n, "timeStamp": stamp} for t, n in sorted(self.timing.items())}}))
+        return {"dataVersion": {"counter": self.enqueued + self.dequeued, "stateVersion": 0, "timestamp": stamp},
+                "timingCount": {t: {"count": n, "timeStamp": stamp} for t, n in sorted(self.timing.items())}}
+
+    def metrics_json(self) -> str:
+        """GET_TIMER_METRICS' body (fastjson without BrowserCompatible: compact)."""
+        return json.dumps(self.metrics(), separators=(",", ":"), ensure_ascii=False)
+
+    def persist_metrics(self) -> None:
+        """config/timermetrics (TimerMetrics.persist)."""
+        if self.timing or self.metrics_path.exists():
+            write_config(self.metrics_path, dumps_fastjson(self.metrics()))
 
     def status(self) -> dict:
         """What GET_BROKER_RUNTIME_INFO and `mqtool timer status` show (AdminBrokerProcessor)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import base64
 import time
 
@@ -15,8 +16,10 @@ from mqtool.client.base import MessageQueue
 from mqtool.client.consumer import Consumer
 from mqtool.client.producer import OutMessage, Producer
 from mqtool.namesrv.server import NameServer
-from mqtool_remoting.codes import ResponseCode
+from mqtool_remoting.codes import RequestCode, ResponseCode
+from mqtool_remoting.command import RemotingCommand
 from mqtool_remoting.errors import RemotingCommandError
+from mqtool_remoting.transport import RemotingClient
 from mqtool_store.codes import TIMER_TOPIC
 from mqtool_store.messagestore import Message, PutStatus
 
@@ -173,3 +176,69 @@ def test_cli_send_deliver_at_and_delay_over_a_broker_process(tmp_path):
     finally:
         broker.stop()
         ns.stop()
+
+
+def test_recall_cancels_a_timer_message_before_it_is_due(tmp_path):
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        producer = Producer(f"127.0.0.1:{ns.port}", "PG")
+        consumer = Consumer(f"127.0.0.1:{ns.port}", "CG")
+        due = int(time.time() * 1000) + 1500
+        kept = await producer.send(OutMessage("RecallT", b"kept", deliver_time_ms=due), queue=0)
+        gone = await producer.send(OutMessage("RecallT", b"recalled", deliver_time_ms=due), queue=0)
+        with pytest.raises(RemotingCommandError) as exc:          # recallMessageEnable is false by default
+            await producer.recall("RecallT", gone.recall_handle)
+        assert exc.value.code == ResponseCode.NO_PERMISSION and "recall failed, operation is forbidden" in str(exc.value)
+        broker.config.recallMessageEnable = True
+        with pytest.raises(ValueError, match="not a recall handle"):       # the client reads the broker name
+            await producer.recall("RecallT", "not base64!")
+        client = RemotingClient()
+        for handle, remark in ((base64.urlsafe_b64encode(b"v2 RecallT broker-a 1 x").decode(), "is invalid"),
+                               ("not base64!", "is invalid"), (base64.urlsafe_b64encode(b"v1 a b").decode(), "is invalid"),
+                               (base64.urlsafe_b64encode(f"v1 RecallT broker-b {due} X".encode()).decode(),
+                                "is invalid"),
+                               (base64.urlsafe_b64encode(b"v1 RecallT broker-a 5 X").decode(), "timestamp invalid")):
+            resp = await client.invoke(broker.config.broker_addr, RemotingCommand.request(
+                RequestCode.RECALL_MESSAGE, {"topic": "RecallT", "recallHandle": handle, "producerGroup": "PG"}))
+            assert resp.code == ResponseCode.ILLEGAL_OPERATION and remark in resp.remark, (handle, resp.remark)
+        resp = await client.invoke(broker.config.broker_addr, RemotingCommand.request(
+            RequestCode.RECALL_MESSAGE, {"topic": "NoSuchT", "recallHandle": gone.recall_handle}))
+        assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+        await client.close()
+        assert await producer.recall("RecallT", gone.recall_handle) == gone.msg_id
+        got = await wait_messages(consumer, "RecallT", 2, timeout=4.0, queues=(0,))
+        assert [m.body for m, _ in got] == [b"kept"]                # the recalled one never comes
+        assert got[0][0].properties["UNIQ_KEY"] == kept.msg_id
+        with pytest.raises(RemotingCommandError) as exc:            # too late: due already
+            await producer.recall("RecallT", kept.recall_handle)
+        assert exc.value.code == ResponseCode.ILLEGAL_OPERATION and "timestamp invalid" in str(exc.value)
+        await producer.close()
+        await consumer.close()
+        await broker.stop()
+        await ns.stop()
+    run(scenario())
+
+
+def test_timer_checkpoint_and_metrics_requests(tmp_path):
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        producer = Producer(f"127.0.0.1:{ns.port}", "PG")
+        await producer.send(OutMessage("MetricT", b"x", delay_time_ms=60_000))
+        client = RemotingClient()
+        addr = broker.config.broker_addr
+        await asyncio.sleep(0.5)                                   # a few rounds: enqueued
+        cp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_TIMER_CHECK_POINT, {}))
+        assert cp.code == ResponseCode.SUCCESS and len(cp.body) == 56
+        assert int.from_bytes(cp.body[24:32], "big") == 1          # masterTimerQueueOffset: one enqueued
+        metrics = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_TIMER_METRICS, {}))
+        assert metrics.code == ResponseCode.SUCCESS
+        body = json.loads(metrics.body)
+        assert body["timingCount"]["MetricT"]["count"] == 1 and set(body) == {"dataVersion", "timingCount"}
+        broker.store_config.timerWheelEnable = False
+        cp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_TIMER_CHECK_POINT, {}))
+        assert (cp.code, cp.remark) == (ResponseCode.SYSTEM_ERROR, "The checkpoint is null")
+        await client.close()
+        await producer.close()
+        await broker.stop()
+        await ns.stop()
+    run(scenario())
