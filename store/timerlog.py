@@ -84,6 +84,7 @@ WHEEL_SLOTS = TIMER_SLOTS_TOTAL * 2
 WHEEL_FILE_SIZE = WHEEL_SLOTS * TIMER_SLOT_SIZE       # 38707200
 BLANK_MAGIC = int(MagicCode.BLANK_MAGIC_CODE)
 PRECISIONS = (100, 200, 500, 1000)
+_DELETE, _ROLL = int(TimerMagic.MAGIC_DELETE), int(TimerMagic.MAGIC_ROLL)   # (IntFlag's & is Python code)
 
 
 def snap_precision(value: int) -> int:
@@ -107,11 +108,11 @@ class TimerUnit:
 
     @property
     def is_delete(self) -> bool:
-        return bool(self.magic & TimerMagic.MAGIC_DELETE)
+        return bool(self.magic & _DELETE)
 
     @property
     def is_roll(self) -> bool:
-        return bool(self.magic & TimerMagic.MAGIC_ROLL)
+        return bool(self.magic & _ROLL)
 
     def encode(self) -> bytes:
         return UNIT.pack(TIMER_UNIT_SIZE, self.prev_pos, self.magic, self.write_time, self.delay, self.offset_py,

@@ -88,10 +88,18 @@ class TimerLog:
         if f is not None:
             f.zero_from(end - f.start)
 
-    def delete_below(self, keep_from: int) -> int:
-        """Files wholly below `keep_from` (a timerlog offset) removed; how many."""
+    def delete_expired(self, commitlog_min: int) -> int:
+        """deleteExpiredFileByOffsetForTimerLog: files before the last whose last unit points below
+        the commit log's first offset (their records are gone) removed; how many."""
         gone = 0
-        while len(self.files.files) > 1 and self.files.files[0].end <= keep_from:
+        while len(self.files.files) > 1:
+            f = self.files.files[0]
+            units = np.frombuffer(f.mm, UNITS_DTYPE, count=f.size // TIMER_UNIT_SIZE)
+            valid = np.flatnonzero(units["size"] == TIMER_UNIT_SIZE)
+            last_py = int(units["offset_py"][valid[-1]]) if len(valid) else -1
+            del units
+            if last_py >= commitlog_min:
+                break
             self.files.files.pop(0).destroy()
             gone += 1
         return gone

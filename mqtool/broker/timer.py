@@ -29,6 +29,7 @@ LONG_MAX = (1 << 63) - 1
 ENQUEUE_BATCH = 2048              # wheel-topic records enqueued per round before dequeue has its turn
 YIELD_EVERY = 256                 # messages delivered between yields to the loop
 CQ_WALK_BACK = 20_000             # recovery: CQ entries searched for the last unit's record
+CLEAN_EVERY_S = 30                # timerlog files whose records retention removed go (TimerMessageStore's 30 s)
 DROPPED = (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED, PutStatus.WHEEL_TIMER_MSG_ILLEGAL,
            PutStatus.WHEEL_TIMER_FLOW_CONTROL, PutStatus.WHEEL_TIMER_NOT_ENABLE)
 PERM_RW = 6
@@ -58,7 +59,7 @@ class TimerService:
         self._tps_at = (time.monotonic(), 0, 0)
         self.timing: dict[str, int] = {}  # per real topic: messages waiting (timermetrics' timingCount)
         self.metrics_path = cfg.root / "config" / "timermetrics"
-        self._flushed = time.monotonic()
+        self._flushed = self._cleaned = time.monotonic()
         self._topic_made = False
         self._task: asyncio.Task | None = None
         self.running = False
@@ -69,6 +70,9 @@ class TimerService:
         """The put hook on every single-message put (BrokerController.put): a refusal or None."""
         if not may_be_timer(msg):
             return None
+        text = msg.properties_text
+        if text is not None and "TIMER_OUT_MS\x01" in text and "DELAY\x01" not in text:
+            return None                     # delivered already (or rolled): never timed again
         refused = timer_hook(msg, now_ms(), self.cfg.timerWheelEnable, self.precision, self.cfg.timerMaxDelaySec,
                              self.is_reject)
         if refused is None and msg.topic == TIMER_TOPIC and not self._topic_made:
@@ -166,7 +170,7 @@ class TimerService:
     # ------------------------------------------------------------------ rounds
 
     async def _run(self) -> None:
-        pause = 0.1 * self.precision / 1000
+        p = self.precision
         while True:
             try:
                 await self.round()
@@ -174,7 +178,10 @@ class TimerService:
                 raise
             except Exception:  # noqa: BLE001 - keep the timer going; the round is tried again
                 log.exception("timer round failed")
-            await asyncio.sleep(pause)
+            # every 100 ms x P/1000 (TimerEnqueueGetService's idle pause), and just after each P
+            # boundary, where a slot falls due: delivery is at most P (and a round's work) late
+            to_boundary = (p - time.time_ns() // 1_000_000 % p + 1) / 1000
+            await asyncio.sleep(min(0.1 * p / 1000, to_boundary))
 
     async def round(self) -> None:
         store = self.ctrl.store
@@ -196,6 +203,11 @@ class TimerService:
             await asyncio.get_running_loop().run_in_executor(None, self.flush_files)
             self.write_check()
             self.persist_metrics()
+        if mono - self._cleaned >= CLEAN_EVERY_S:
+            self._cleaned = mono
+            gone = self.log.delete_expired(store.commitlog_min_offset)
+            if gone:
+                log.info("timer: %d timerlog files removed (their records are below the commit log)", gone)
         then, enq, deq = self._tps_at
         if mono - then >= 1:
             self.tps = ((self.enqueued - enq) / (mono - then), (self.dequeued - deq) / (mono - then))
@@ -278,6 +290,7 @@ class TimerService:
             rec = store.read(unit.offset_py)
             if rec is not None and rec.properties.get(Prop.TIMER_DEL_UNIQKEY):
                 cancelled.add(rec.properties[Prop.TIMER_DEL_UNIQKEY])
+        now = str(now_ms())
         for n, unit in enumerate(normals, 1):
             rec = store.read(unit.offset_py)
             if rec is None:
@@ -288,9 +301,22 @@ class TimerService:
                     f"{props.get(Prop.REAL_TOPIC)}+{props.get(Prop.UNIQ_KEY)}" in cancelled:
                 self._waiting_done(props)
                 continue                    # recalled
-            await self._deliver(rec, unit.write_time, roll=unit.is_roll)
+            msg = self._converted(rec, unit.write_time, unit.is_roll, now)
+            if msg is None:
+                continue
+            # WAIT=false: BrokerController.put would neither wait for a flush or a replica nor run
+            # the hook (TIMER_OUT_MS is set), so its synchronous twin stores it
+            result = self.ctrl.put_now(msg)
+            if not result.ok and result.status not in DROPPED:
+                result = await self._retry(msg)
+            if result.ok:
+                self.dequeued += 1
+            else:
+                log.error("timer: delivery of %s to %s failed: %s", msg.properties.get(Prop.UNIQ_KEY), msg.topic,
+                          result.status.value)
             if n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
+                now = str(now_ms())
 
     def _waiting_done(self, props) -> None:
         real = props.get(Prop.REAL_TOPIC)
@@ -298,15 +324,29 @@ class TimerService:
             self.timing[real] = max(0, self.timing[real] - 1)
 
     async def _deliver(self, rec, enqueue_ms: int, roll: bool) -> None:
-        """TimerMessageStore.convert + doPut: back to the real topic (or the wheel again when
-        rolling); a delete marker is never put."""
+        """A record due on arrival, delivered without a unit."""
+        msg = self._converted(rec, enqueue_ms, roll, str(now_ms()))
+        if msg is None:
+            return
+        result = self.ctrl.put_now(msg)
+        if not result.ok and result.status not in DROPPED:
+            result = await self._retry(msg)
+        if result.ok:
+            self.dequeued += 1
+        else:
+            log.error("timer: delivery of %s to %s failed: %s", msg.properties.get(Prop.UNIQ_KEY), msg.topic,
+                      result.status.value)
+
+    def _converted(self, rec, enqueue_ms: int, roll: bool, now: str) -> Message | None:
+        """TimerMessageStore.convert: back to the real topic (or the wheel again when rolling); None
+        for a delete marker, which is never put (doPut's PUT_NO_RETRY)."""
         props = dict(rec.properties)
         if not roll and Prop.TIMER_DEL_UNIQKEY in props:
-            return
+            return None
         props[Prop.TIMER_ENQUEUE_MS] = str(enqueue_ms)
         if roll:
             props[Prop.TIMER_ROLL_TIMES] = str(int(props.get(Prop.TIMER_ROLL_TIMES, "0")) + 1)
-        props[Prop.TIMER_DEQUEUE_MS] = str(now_ms())
+        props[Prop.TIMER_DEQUEUE_MS] = now
         props[Prop.WAIT] = "false"
         if roll:
             topic, qid = rec.topic, rec.queue_id
@@ -316,20 +356,21 @@ class TimerService:
                 qid = int(props.pop(Prop.REAL_QID, "0"))
             except ValueError:
                 qid = 0
-            self._waiting_done(rec.properties)
-        msg = Message(topic, qid, rec.body, props, format_properties(props), rec.flag, rec.sys_flag,
-                      rec.born_timestamp, (rec.born_ip, rec.born_port), rec.reconsume_times)
-        for attempt in range(4):
-            result = await self.ctrl.put(msg)
-            if result.ok or result.status in DROPPED:
-                break
-            if attempt == 3 and not self.cfg.timerEnableRetryUntilSuccess:
-                break
+            if self.timing:
+                self._waiting_done(rec.properties)
+        return Message(topic, qid, rec.body, props, format_properties(props), rec.flag, rec.sys_flag,
+                       rec.born_timestamp, (rec.born_ip, rec.born_port), rec.reconsume_times)
+
+    async def _retry(self, msg: Message):
+        """doPut's retries: every 500 ms x P/1000, 3 times (or until it works with
+        timerEnableRetryUntilSuccess); a refusal that a retry cannot mend ends them."""
+        attempt = 0
+        while True:
+            attempt += 1
             await asyncio.sleep(0.5 * self.precision / 1000)
-        if result.ok:
-            self.dequeued += 1
-        else:
-            log.error("timer: delivery of %s to %s failed: %s", props.get(Prop.UNIQ_KEY), topic, result.status.value)
+            result = self.ctrl.put_now(msg)
+            if result.ok or result.status in DROPPED or (attempt >= 3 and not self.cfg.timerEnableRetryUntilSuccess):
+                return result
 
     # ------------------------------------------------------------------ checkpoint and figures
 

@@ -242,3 +242,47 @@ def test_timer_checkpoint_and_metrics_requests(tmp_path):
         await broker.stop()
         await ns.stop()
     run(scenario())
+
+
+def test_status_in_runtime_info_metrics_top_and_cli(tmp_path):
+    from mqtool.client.admin import Admin
+    from tests.broker.test_metrics import http_get, samples, value
+    from tests.conftest import json_lines, run_cli
+    from tests.servers import free_port
+
+    async def scenario():
+        port = free_port()
+        ns, broker = await start_pair(tmp_path, metricsPort=port)
+        admin = Admin(f"127.0.0.1:{ns.port}")
+        addr = broker.config.broker_addr
+        kv = await admin.broker_runtime(addr)            # before any timer message
+        assert {k: kv[k] for k in ("timerReadBehind", "timerOffsetBehind", "timerCongestNum")} == \
+            {"timerReadBehind": "0", "timerOffsetBehind": "0", "timerCongestNum": "0"}
+        producer = Producer(f"127.0.0.1:{ns.port}", "PG")
+        due = int(time.time() * 1000) + 60_000
+        for i in range(3):
+            await producer.send(OutMessage("StatusT", b"x", deliver_time_ms=due + i * 1000))
+        for _ in range(100):
+            kv = await admin.broker_runtime(addr)
+            if kv["timerCongestNum"] == "3":
+                break
+            await asyncio.sleep(0.05)
+        assert kv["timerCongestNum"] == "3" and kv["timerOffsetBehind"] == "0" and int(kv["timerReadBehind"]) <= 1
+        assert float(kv["timerEnqueueTps"]) >= 0 and "timerDequeueTps" in kv
+        assert int(kv["timerNextDueMs"]) == round_due(due, 100) + 100
+        _, _, body = await http_get(port)
+        found = samples(body)
+        assert value(found, "mqtool_timer_pending") == 3 and value(found, "rocketmq_timer_enqueue_total") == 3
+        rows = await admin.timer_rows()
+        assert [(r["broker"], r["timer_pending"]) for r in rows] == [("broker-a", 3)]
+        cli = await asyncio.to_thread(run_cli, "timer", "status", "-n", f"127.0.0.1:{ns.port}", "--json", check=True)
+        assert json_lines(cli.stdout)[0]["timer_pending"] == 3
+        table = await asyncio.to_thread(run_cli, "timer", "status", "-n", f"127.0.0.1:{ns.port}", check=True)
+        assert "broker-a" in table.stdout and "3" in table.stdout
+        top = await asyncio.to_thread(run_cli, "top", "-n", f"127.0.0.1:{ns.port}", "--once", check=True)
+        assert "3 waiting" in top.stdout
+        await producer.close()
+        await admin.close()
+        await broker.stop()
+        await ns.stop()
+    run(scenario(), timeout=120)

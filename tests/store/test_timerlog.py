@@ -163,3 +163,15 @@ def test_store_cli_dumps_and_verifies_timer_files(tmp_path):
     assert json_lines(out)[0]["last_read_time_ms"] == 1700000000000
     proc = run_cli("store", "verify", tmp_path)
     assert proc.returncode == 0 and "2 timerlog units" in proc.stdout
+
+
+def test_timerlog_files_whose_records_are_gone_are_removed(tmp_path):
+    log = TimerLog(tmp_path / "timerlog", 52 * 2 + 16)
+    for py in (100, 200, 300, 400, 500):                    # files: [100, 200], [300, 400], [500]
+        log.append(TimerUnit(-1, 1, 1000, 1000, py, 10).encode())
+    assert [f.start for f in log.files.files] == [0, 120, 240]
+    assert log.delete_expired(200) == 0                     # the first file's last record is still there
+    assert log.delete_expired(201) == 1 and log.delete_expired(10_000) == 1      # the last file stays
+    assert [f.start for f in log.files.files] == [240] and sorted(p.name for p in (tmp_path / "timerlog").iterdir()) \
+        == ["00000000000000000240"]
+    log.close()
