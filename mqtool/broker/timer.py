@@ -26,7 +26,8 @@ from mqtool_store.timerstore import TimerCheckFile, TimerLog, TimerWheel
 
 log = logging.getLogger("mqtool.broker.timer")
 LONG_MAX = (1 << 63) - 1
-ENQUEUE_BATCH = 2048              # wheel-topic records enqueued per round before dequeue has its turn
+ENQUEUE_BATCH = 256               # wheel-topic records read at once
+ENQUEUE_BUDGET_S = 0.05           # enqueue's share of a round when it is behind; then dequeue's turn
 YIELD_EVERY = 256                 # messages delivered between yields to the loop
 CQ_WALK_BACK = 20_000             # recovery: CQ entries searched for the last unit's record
 CLEAN_EVERY_S = 30                # timerlog files whose records retention removed go (TimerMessageStore's 30 s)
@@ -63,6 +64,7 @@ class TimerService:
         self._topic_made = False
         self._task: asyncio.Task | None = None
         self.running = False
+        self.behind = False               # enqueue left records for the next round (which comes at once)
 
     # ------------------------------------------------------------------ put hook
 
@@ -181,7 +183,7 @@ class TimerService:
             # every 100 ms x P/1000 (TimerEnqueueGetService's idle pause), and just after each P
             # boundary, where a slot falls due: delivery is at most P (and a round's work) late
             to_boundary = (p - time.time_ns() // 1_000_000 % p + 1) / 1000
-            await asyncio.sleep(min(0.1 * p / 1000, to_boundary))
+            await asyncio.sleep(0 if self.behind else min(0.1 * p / 1000, to_boundary))
 
     async def round(self) -> None:
         store = self.ctrl.store
@@ -190,8 +192,9 @@ class TimerService:
                 return                      # no timer message yet: no files
             self.open()
         self.write_ms = now_ms() // self.precision * self.precision
+        self.behind = False
         if not self.cfg.timerStopEnqueue:
-            await self.enqueue()
+            self.behind = await self.enqueue()
         if not self.cfg.timerStopDequeue:
             await self.dequeue()
         mono = time.monotonic()
@@ -213,10 +216,13 @@ class TimerService:
             self.tps = ((self.enqueued - enq) / (mono - then), (self.dequeued - deq) / (mono - then))
             self._tps_at = (mono, self.enqueued, self.dequeued)
 
-    async def enqueue(self) -> None:
+    async def enqueue(self) -> bool:
+        """Wheel-topic records into the wheel, for at most ENQUEUE_BUDGET_S (then dequeue has its
+        turn: a burst of timer sends must not hold up deliveries); whether some are left."""
         store = self.ctrl.store
         hi = store.max_offset(TIMER_TOPIC, 0)
         cq = store.queue(TIMER_TOPIC, 0, create=False)
+        stop = time.monotonic() + ENQUEUE_BUDGET_S
         while self.queue_offset < hi and cq is not None:
             units = cq.units(self.queue_offset, min(ENQUEUE_BATCH, hi - self.queue_offset))
             if not len(units):
@@ -226,7 +232,10 @@ class TimerService:
                 if rec is not None:
                     await self._enqueue_one(rec, phys, size)
                 self.queue_offset += 1
+            if time.monotonic() >= stop:
+                break
             await asyncio.sleep(0)
+        return self.queue_offset < hi
 
     async def _enqueue_one(self, rec, phys: int, size: int) -> None:
         props = rec.properties

@@ -42,7 +42,9 @@ def timer_hook(msg: Message, now_ms: int, enabled: bool, precision: int, max_del
     """Rewrite `msg` in place as Java's put hook does; a PutResult for a refusal, else None."""
     if msg.topic in (TIMER_TOPIC, TRANS_HALF_TOPIC) or (msg.sys_flag & TRANSACTION_TYPE_MASK) not in _TIMED_TX:
         return None
-    props = parse_properties(msg.properties_text) if msg.properties_text is not None else dict(msg.properties)
+    # (a Message's dict and text say the same where both are set: the dict spares a parse)
+    props = dict(msg.properties) if msg.properties or msg.properties_text is None else \
+        parse_properties(msg.properties_text)
     if not any(k in props for k in TIMER_PROPS):
         return None
     try:

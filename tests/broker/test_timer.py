@@ -176,6 +176,16 @@ def test_cli_send_deliver_at_and_delay_over_a_broker_process(tmp_path):
     finally:
         broker.stop()
         ns.stop()
+    root = tmp_path / "store-broker-a"                       # §4 item 40, with the default sizes
+    assert (root / "timerwheel").stat().st_size == 38707200
+    first = root / "timerlog" / "00000000000000000000"
+    assert first.stat().st_size == 104857600
+    with open(first, "rb") as f:
+        head = f.read(16)
+    assert int.from_bytes(head[0:4], "big") == 52 and int.from_bytes(head[12:16], "big") == 1
+    assert (root / "config" / "timercheck").stat().st_size == 4096
+    verified = run_cli("store", "verify", root)
+    assert verified.returncode == 0 and "2 timerlog units" in verified.stdout, verified.stdout
 
 
 def test_recall_cancels_a_timer_message_before_it_is_due(tmp_path):
@@ -286,3 +296,26 @@ def test_status_in_runtime_info_metrics_top_and_cli(tmp_path):
         await broker.stop()
         await ns.stop()
     run(scenario(), timeout=120)
+
+
+def test_the_timer_stops_and_starts_with_the_master_role(tmp_path):
+    """Controller mode's role changes call stop_master_services / start_master_services: the timer
+    closes its files and opens them again, and what was waiting is still delivered."""
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        producer = Producer(f"127.0.0.1:{ns.port}", "PG")
+        consumer = Consumer(f"127.0.0.1:{ns.port}", "CG")
+        due = int(time.time() * 1000) + 1200
+        await producer.send(OutMessage("RoleT", b"waits", deliver_time_ms=due), queue=0)
+        await asyncio.sleep(0.3)                             # enqueued
+        await broker.stop_master_services()
+        assert broker.timer.log is None and broker.timer.status()["timerCongestNum"] == "0"
+        await asyncio.sleep(0.2)
+        broker.start_master_services()
+        got = await wait_messages(consumer, "RoleT", 1, queues=(0,))
+        assert [m.body for m, _ in got] == [b"waits"] and got[0][1] >= due
+        await producer.close()
+        await consumer.close()
+        await broker.stop()
+        await ns.stop()
+    run(scenario())
