@@ -14,6 +14,8 @@ import json
 import logging
 import time
 
+import numpy as np
+
 from mqtool.broker.background import cancel
 from mqtool.broker.timerhook import may_be_timer, timer_hook
 from mqtool_store.codes import TIMER_TOPIC, Prop, TimerMagic
@@ -128,12 +130,8 @@ class TimerService:
         start -= start % size
         positions, units, end = self.log.scan(start)
         times = (units["write"] + units["delay"]).astype("int64")
-        seen: set[int] = set()
-        for k in range(len(units) - 1, -1, -1):            # each slot's last unit wins (reviseSlot, force)
-            t = int(times[k])
-            if t in seen:
-                continue
-            seen.add(t)
+        slot_times, from_end = np.unique(times[::-1], return_index=True)      # each slot's last unit wins
+        for t, k in zip(slot_times.tolist(), (len(times) - 1 - from_end).tolist()):   # (reviseSlot, force)
             slot = self.wheel.get(t)
             pos = int(positions[k])
             if slot.time_ms < 0:

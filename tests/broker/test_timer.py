@@ -319,3 +319,42 @@ def test_the_timer_stops_and_starts_with_the_master_role(tmp_path):
         await broker.stop()
         await ns.stop()
     run(scenario())
+
+
+def test_recovery_relinks_units_the_wheel_lost(tmp_path):
+    """A unit in the timerlog whose slot the wheel file does not show (written, the wheel not flushed)
+    is found by recovery's rescan from the checkpoint and still delivered."""
+    from mqtool_store.timerlog import TimerCheck
+    from mqtool_store.timerstore import TimerCheckFile, TimerWheel
+
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        producer = Producer(f"127.0.0.1:{ns.port}", "PG")
+        due = int(time.time() * 1000) + 3000
+        await producer.send(OutMessage("LostT", b"relinked", deliver_time_ms=due), queue=0)
+        for _ in range(100):
+            if broker.timer.enqueued:
+                break
+            await asyncio.sleep(0.05)
+        await producer.close()
+        await broker.stop()
+        await ns.stop()
+        root = tmp_path / "broker-a"
+        wheel = TimerWheel(root / "timerwheel", 100)
+        assert wheel.get(round_due(due, 100)).num == 1
+        wheel.put(round_due(due, 100) - 1_209_600 * 100, 0, 0, 0)      # the same index, another time: empty
+        assert wheel.get(round_due(due, 100)).time_ms == -1
+        wheel.close()
+        check = TimerCheckFile(root / "config" / "timercheck")
+        old = check.read()
+        check.write(TimerCheck(old.last_read_time_ms, 0, old.last_timer_queue_offset, old.master_timer_queue_offset))
+        check.close()
+        ns, broker = await start_pair(tmp_path)
+        consumer = Consumer(f"127.0.0.1:{ns.port}", "CG")
+        got = await wait_messages(consumer, "LostT", 1, queues=(0,))
+        assert [m.body for m, _ in got] == [b"relinked"] and got[0][1] >= due
+        assert broker.timer.enqueued == 0                    # not enqueued again: found in the timerlog
+        await consumer.close()
+        await broker.stop()
+        await ns.stop()
+    run(scenario())
