@@ -10,6 +10,7 @@ A message costs one unit append and one slot write to store, and one unit read t
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -40,6 +41,11 @@ PERM_RW = 6
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_hash(topic: str) -> int:
+    return java_string_hash(topic)
 
 
 class TimerService:
@@ -261,7 +267,7 @@ class TimerService:
             magic |= TimerMagic.MAGIC_DELETE
         slot = self.wheel.get(slot_ms)
         pos = self.log.append(TimerUnit(slot.last_pos, int(magic), write, slot_ms - write, phys, size,
-                                        java_string_hash(real) if real else 0).encode())
+                                        _topic_hash(real) if real else 0).encode())
         self.wheel.put(slot_ms, slot.first_pos if slot.first_pos >= 0 else pos, pos,
                        slot.num - 1 if delete else slot.num + 1, slot.magic)
 
