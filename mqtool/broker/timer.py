@@ -19,7 +19,7 @@ import numpy as np
 
 from mqtool.broker.background import cancel
 from mqtool.broker.timerhook import may_be_timer, timer_hook
-from mqtool_store.codes import TIMER_TOPIC, Prop, TimerMagic
+from mqtool_store.codes import TIMER_BLANK_SLOTS, TIMER_SLOTS_TOTAL, TIMER_TOPIC, Prop, TimerMagic
 from mqtool_store.configfiles import dumps_fastjson, load_config, write_config
 from mqtool_store.javahash import java_string_hash
 from mqtool_store.messagestore import Message, PutStatus
@@ -54,9 +54,9 @@ class TimerService:
         cfg = ctrl.store_config
         self.cfg = cfg
         self.precision = snap_precision(cfg.timerPrecisionMs)
-        slots = 2 * 7 * 86400
-        roll = cfg.timerRollWindowSlot
-        self.roll_window = roll if 2 <= roll <= slots - 60 else slots - 60
+        roll = cfg.timerRollWindowSlot        # clamped as TimerMessageStore does (slotsTotal - TIMER_BLANK_SLOTS)
+        self.roll_window = roll if 2 <= roll <= TIMER_SLOTS_TOTAL - TIMER_BLANK_SLOTS else \
+            TIMER_SLOTS_TOTAL - TIMER_BLANK_SLOTS
         self.log: TimerLog | None = None
         self.wheel: TimerWheel | None = None
         self.check: TimerCheckFile | None = None
@@ -154,7 +154,7 @@ class TimerService:
                 offset = found + 1
         self.queue_offset = min(max(offset, lo), hi)
         floor = now_ms() // self.precision * self.precision
-        self.read_ms = max(cp.last_read_time_ms, floor - 7 * 86400 * self.precision + 60 * self.precision)
+        self.read_ms = max(cp.last_read_time_ms, floor - (TIMER_SLOTS_TOTAL - TIMER_BLANK_SLOTS) * self.precision)
         self.write_ms = floor
         log.info("timer store recovered: timerlog end %d (%d units rescanned), enqueue from %d, read from %d",
                  end, len(units), self.queue_offset, self.read_ms)

@@ -358,3 +358,31 @@ def test_recovery_relinks_units_the_wheel_lost(tmp_path):
         await broker.stop()
         await ns.stop()
     run(scenario())
+
+
+def test_a_message_past_the_roll_window_rolls_and_still_arrives_on_time(tmp_path):
+    """timerRollWindowSlot=10 at P=100: anything over 1 s ahead is parked in a slot within the window
+    (MAGIC_ROLL), put back into the wheel topic with TIMER_ROLL_TIMES + 1 when that slot falls due,
+    and delivered at its own time once it is within the window."""
+    async def scenario():
+        ns, broker = await start_pair(tmp_path, store={"timerRollWindowSlot": "10"})
+        producer = Producer(f"127.0.0.1:{ns.port}", "PG")
+        consumer = Consumer(f"127.0.0.1:{ns.port}", "CG")
+        due = int(time.time() * 1000) + 3500
+        await producer.send(OutMessage("RollT", b"rolled", deliver_time_ms=due), queue=0)
+        got = await wait_messages(consumer, "RollT", 1, queues=(0,))
+        await asyncio.sleep(0.5)
+        assert [m.body for m, _ in got] == [b"rolled"]
+        assert (await consumer.pull(MessageQueue("RollT", "broker-a", 0), 1, 32)).messages == []     # once
+        m, at = got[0]
+        assert at >= due and int(m.properties["TIMER_ROLL_TIMES"]) >= 1 and m.properties["TIMER_OUT_MS"] == \
+            str(round_due(due, 100))
+        await producer.close()
+        await consumer.close()
+        await broker.stop()
+        await ns.stop()
+        from mqtool_store.dump import Filters, dump_path
+        from mqtool_store.layout import Kind
+        flags = [u["flags"] for u in dump_path(tmp_path / "broker-a" / "timerlog", Kind.TIMERLOG, Filters())]
+        assert ["MAGIC_DEFAULT", "MAGIC_ROLL"] in flags and flags[-1] == ["MAGIC_DEFAULT"]
+    run(scenario())
