@@ -386,3 +386,30 @@ def test_a_message_past_the_roll_window_rolls_and_still_arrives_on_time(tmp_path
         flags = [u["flags"] for u in dump_path(tmp_path / "broker-a" / "timerlog", Kind.TIMERLOG, Filters())]
         assert ["MAGIC_DEFAULT", "MAGIC_ROLL"] in flags and flags[-1] == ["MAGIC_DEFAULT"]
     run(scenario())
+
+
+def test_a_delay_level_wins_over_timer_properties_and_4x_delay_works_as_before(tmp_path):
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        producer = Producer(f"127.0.0.1:{ns.port}", "PG")
+        consumer = Consumer(f"127.0.0.1:{ns.port}", "CG")
+        sent = time.time() * 1000
+        far = int(sent) + 3_600_000
+        r = await producer.send(OutMessage("LevelT", b"level 1", delay_level=1,
+                                           properties={"TIMER_DELIVER_MS": str(far)}), queue=0)
+        assert r.recall_handle == ""
+        plain = await producer.send(OutMessage("LevelT", b"level 1 only", delay_level=1), queue=0)
+        got = await wait_messages(consumer, "LevelT", 2, queues=(0,))
+        by_body = {m.body: (m, at) for m, at in got}
+        assert set(by_body) == {b"level 1", b"level 1 only"}
+        for body in by_body:
+            m, at = by_body[body]
+            assert sent + 1000 <= at < far and m.properties["DELAY"] == "1"
+            assert not any(k.startswith("TIMER_") for k in m.properties), m.properties
+        assert plain.queue_offset == 1 and broker.store.max_offset("SCHEDULE_TOPIC_XXXX", 0) == 2
+        assert broker.store.max_offset("rmq_sys_wheel_timer", 0) == 0
+        await producer.close()
+        await consumer.close()
+        await broker.stop()
+        await ns.stop()
+    run(scenario())
