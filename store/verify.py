@@ -202,7 +202,7 @@ def verify_store(root, delay_levels: str | None = None, progress=None) -> Verify
     _verify_consume_queues(paths, records, report)
     _verify_index(paths, records, report)
     _verify_checkpoint(paths, max_store_ts, report)
-    report.timer_units = verify_timer(paths.root, records, report)
+    report.timer_units = verify_timer(paths.root, records, report, _commitlog_min(paths))
     return report
 
 

@@ -149,7 +149,13 @@ def test_verify_finds_timer_problems(tmp_path):
     log.close()
     problems = [str(p) for p in verify_store(tmp_path).problems if p.area == "timer"]
     assert len(problems) == 2, problems
-    assert "no such record" in problems[0] and "lastPos 520 is no timerlog unit" in problems[1]
+    assert "no record starts there" in problems[0] and "lastPos 520 is no timerlog unit" in problems[1]
+    from mqtool_store.timerfiles import verify_timer
+    from mqtool_store.verify import VerifyReport, _Records
+    records, report = _Records(), VerifyReport(str(tmp_path))
+    records.freeze()
+    verify_timer(tmp_path, records, report, commitlog_min=1 << 20)      # every record gone to retention
+    assert [p.message for p in report.problems] == ["slot 512031 (time 1700000031): lastPos 520 is no timerlog unit"]
 
 
 def test_store_cli_dumps_and_verifies_timer_files(tmp_path):
