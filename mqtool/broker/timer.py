@@ -73,6 +73,7 @@ class TimerService:
         self._task: asyncio.Task | None = None
         self.running = False
         self.behind = False               # enqueue left records for the next round (which comes at once)
+        self.replay: tuple[int, int, int] | None = None   # (queue offset, read time, end): recover's replay
 
     # ------------------------------------------------------------------ put hook
 
@@ -153,6 +154,15 @@ class TimerService:
             if found is not None:
                 offset = found + 1
         self.queue_offset = min(max(offset, lo), hi)
+        self.replay = None
+        if not len(units) and not self.log.files.files and cp.last_read_time_ms > 0 and lo < hi:
+            # A checkpoint without a timerlog: a promoted slave's copy of its old master's (slave
+            # sync), or a master that never needed a unit. What the wheel held is not here: every
+            # wheel-topic record is enqueued again but those the checkpoint says were delivered
+            # (enqueued before its queue offset, due before its read time) and roll copies (their
+            # first record is replayed too).
+            self.replay = (cp.master_timer_queue_offset, cp.last_read_time_ms, hi)
+            self.queue_offset = lo
         floor = now_ms() // self.precision * self.precision
         self.read_ms = max(cp.last_read_time_ms, floor - (TIMER_SLOTS_TOTAL - TIMER_BLANK_SLOTS) * self.precision)
         self.write_ms = floor
@@ -248,6 +258,8 @@ class TimerService:
         except (KeyError, ValueError):
             log.warning("timer: record at %d has no TIMER_OUT_MS, skipped", phys)
             return
+        if self.replay is not None and self._replayed(props, delayed):
+            return
         write = self.write_ms
         self.enqueued += 1
         real = props.get(Prop.REAL_TOPIC)
@@ -270,6 +282,15 @@ class TimerService:
                                         _topic_hash(real) if real else 0).encode())
         self.wheel.put(slot_ms, slot.first_pos if slot.first_pos >= 0 else pos, pos,
                        slot.num - 1 if delete else slot.num + 1, slot.magic)
+
+    def _replayed(self, props, delayed: int) -> bool:
+        """In a replay (recover): whether this record was dealt with before (skip it)."""
+        delivered_below, read_ms, end = self.replay
+        offset = self.queue_offset
+        if offset >= end:
+            self.replay = None
+            return False
+        return Prop.TIMER_ROLL_TIMES in props or (offset < delivered_below and delayed < read_ms)
 
     async def dequeue(self) -> None:
         p = self.precision
@@ -420,6 +441,25 @@ class TimerService:
         """config/timermetrics (TimerMetrics.persist)."""
         if self.timing or self.metrics_path.exists():
             write_config(self.metrics_path, dumps_fastjson(self.metrics()))
+
+    def adopt(self, body: bytes) -> None:
+        """A slave's copy of its master's timer checkpoint (GET_TIMER_CHECK_POINT, as 5.3.3's slave
+        sync): read time and queue offsets taken, this broker's own timerlog position kept. A
+        promoted slave's timer starts from it (recover's replay)."""
+        from mqtool_store.timerlog import decode_check
+        if self.running:
+            return
+        theirs = decode_check(body)
+        check = self.check or TimerCheckFile(self.cfg.root / "config" / "timercheck")
+        try:
+            mine = check.read()
+            check.write(TimerCheck(theirs.last_read_time_ms, mine.last_timer_log_flush_pos,
+                                   theirs.last_timer_queue_offset, theirs.master_timer_queue_offset,
+                                   theirs.state_version, theirs.timestamp, theirs.counter))
+            check.flush()
+        finally:
+            if check is not self.check:
+                check.close()
 
     def status(self) -> dict:
         """What GET_BROKER_RUNTIME_INFO and `mqtool timer status` show (AdminBrokerProcessor)."""

@@ -28,9 +28,9 @@ def run(coro, timeout=60):
     asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-async def start_pair(tmp_path, store=None, **cfg):
+async def start_pair(tmp_path, store=None, listen_port=0, **cfg):
     ns = await NameServer(tmp_path / "kv.json").start("127.0.0.1", 0)
-    config = BrokerConfig(brokerName="broker-a", listenPort=0, namesrvAddr=f"127.0.0.1:{ns.port}",
+    config = BrokerConfig(brokerName="broker-a", listenPort=listen_port, namesrvAddr=f"127.0.0.1:{ns.port}",
                           storePathRootDir=str(tmp_path / "broker-a"), **cfg)
     broker = await BrokerController(config, {"mappedFileSizeCommitLog": str(1 << 20),
                                              "mappedFileSizeConsumeQueue": "6000", "timerPrecisionMs": "100",
@@ -412,4 +412,78 @@ def test_a_delay_level_wins_over_timer_properties_and_4x_delay_works_as_before(t
         await consumer.close()
         await broker.stop()
         await ns.stop()
+    run(scenario())
+
+
+def test_a_promoted_slave_replays_the_wheel_topic_from_its_masters_checkpoint(tmp_path):
+    """A slave has the replicated commit log and wheel topic but no timer files, and the master's
+    timer checkpoint from its metadata sync. Promoted, it enqueues the wheel topic again but for what
+    the checkpoint says was delivered: nothing twice, nothing lost."""
+    import shutil
+
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        producer = Producer(f"127.0.0.1:{ns.port}", "PG")
+        consumer = Consumer(f"127.0.0.1:{ns.port}", "CG")
+        now = int(time.time() * 1000)
+        await producer.send(OutMessage("PromoT", b"early", deliver_time_ms=now + 600), queue=0)
+        await producer.send(OutMessage("PromoT", b"late", deliver_time_ms=now + 4000), queue=0)
+        got = await wait_messages(consumer, "PromoT", 1, queues=(0,))
+        assert [m.body for m, _ in got] == [b"early"]
+        await asyncio.sleep(0.3)
+        client = RemotingClient()
+        cp = await client.invoke(broker.config.broker_addr, RemotingCommand.request(RequestCode.GET_TIMER_CHECK_POINT, {}))
+        await client.close()
+        await producer.close()
+        await consumer.close()
+        await broker.stop()
+        await ns.stop()
+        root = tmp_path / "broker-a"                      # what a slave holds: no timer files of its own
+        shutil.rmtree(root / "timerlog")
+        (root / "timerwheel").unlink()
+        (root / "config" / "timercheck").unlink()
+        (root / "config" / "timermetrics").unlink(missing_ok=True)
+        slave = BrokerController(BrokerConfig(brokerName="broker-a", storePathRootDir=str(root)))
+        slave.timer.adopt(cp.body)                          # SlaveSynchronize._timer_check
+        slave.store.shutdown()
+        ns, broker = await start_pair(tmp_path)
+        consumer = Consumer(f"127.0.0.1:{ns.port}", "CG")
+        got = await wait_messages(consumer, "PromoT", 2, queues=(0,))
+        assert sorted(m.body for m, _ in got) == [b"early", b"late"]
+        assert [at for m, at in got if m.body == b"late"][0] >= now + 4000
+        await asyncio.sleep(0.5)
+        assert broker.store.max_offset("PromoT", 0) == 2        # "early" not delivered again, "late" once
+        await consumer.close()
+        await broker.stop()
+        await ns.stop()
+    run(scenario())
+
+
+def test_a_slave_copies_its_masters_timer_checkpoint(tmp_path):
+    from mqtool_store.timerstore import TimerCheckFile
+    from tests.servers import free_port_pair
+
+    async def scenario():
+        ns, master = await start_pair(tmp_path, listen_port=free_port_pair())   # (the fast port: listenPort - 2)
+        producer = Producer(f"127.0.0.1:{ns.port}", "PG")
+        await producer.send(OutMessage("SyncT", b"x", delay_time_ms=60_000))
+        await asyncio.sleep(0.3)
+        config = BrokerConfig(brokerName="broker-a", brokerId=1, brokerRole="SLAVE", listenPort=free_port_pair(),
+                              namesrvAddr=f"127.0.0.1:{ns.port}", storePathRootDir=str(tmp_path / "slave"))
+        slave = await BrokerController(config, {"mappedFileSizeCommitLog": str(1 << 20)}).start("127.0.0.1")
+        try:
+            assert slave.slave_sync.master_addr == master.config.broker_addr
+            assert await slave.slave_sync.sync_all()
+            theirs = master.timer.check.read()
+            check = TimerCheckFile(tmp_path / "slave" / "config" / "timercheck")
+            mine = check.read()
+            check.close()
+            assert mine.last_read_time_ms > 0 and abs(mine.last_read_time_ms - theirs.last_read_time_ms) <= 1000
+            assert mine.master_timer_queue_offset == 1 and mine.last_timer_log_flush_pos == 0
+            assert slave.timer.log is None                  # the timer runs on the master only
+        finally:
+            await slave.stop()
+            await producer.close()
+            await master.stop()
+            await ns.stop()
     run(scenario())
