@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mqtool_store.codes import TIMER_UNIT_SIZE, TimerMagic
 from mqtool_store.errors import FormatError
@@ -181,3 +183,23 @@ def test_timerlog_files_whose_records_are_gone_are_removed(tmp_path):
     assert [f.start for f in log.files.files] == [240] and sorted(p.name for p in (tmp_path / "timerlog").iterdir()) \
         == ["00000000000000000240"]
     log.close()
+
+
+_I64 = st.integers(-(1 << 63), (1 << 63) - 1)
+_I32 = st.integers(-(1 << 31), (1 << 31) - 1)
+
+
+@given(_I64, _I32, _I64, _I32, _I64, _I32, _I32)
+def test_unit_struct_twin_matches_the_schema(prev, magic, write, delay, off, size, h):
+    built = TimerUnitSchema.build(dict(prev_pos=prev, magic=magic, write_time=write, delay=delay, offset_py=off,
+                                       size_py=size, topic_hash=h, reserved=0))
+    unit = TimerUnit(prev, magic, write, delay, off, size, h)
+    assert unit.encode() == built and decode_unit(built) == unit
+
+
+@given(st.integers(0, 1 << 45), _I64, _I64, _I32, st.sampled_from([100, 200, 500, 1000]))
+def test_slot_and_check_twins_match_the_schemas(time_ms, first, last, num, precision):
+    built = TimerSlotSchema.build(dict(time=time_ms // precision, first_pos=first, last_pos=last, num=num, magic=0))
+    assert encode_slot(time_ms, precision, first, last, num) == built
+    check = TimerCheck(time_ms, first, last, num, 0, time_ms, num)
+    assert TimerCheckSchema.build(vars(check))[:56] == check.encode() and decode_check(check.encode()) == check
