@@ -134,6 +134,17 @@ def test_refusals_over_remoting(tmp_path):
         with pytest.raises(RemotingCommandError) as exc:
             await producer.send(OutMessage("TimerT", b"x", delay_time_ms=259201 * 1000))
         assert exc.value.code == ResponseCode.MESSAGE_ILLEGAL and "max delay 259200000ms" in str(exc.value)
+        broker.store_config.timerCongestNumEachSlot = 1          # a slot holding one refuses the next
+        due = int(time.time() * 1000) + 30_000
+        await producer.send(OutMessage("TimerT", b"first", deliver_time_ms=due))
+        for _ in range(100):
+            if broker.timer.enqueued:
+                break
+            await asyncio.sleep(0.05)
+        with pytest.raises(RemotingCommandError) as exc:
+            await producer.send(OutMessage("TimerT", b"second", deliver_time_ms=due))
+        assert exc.value.code == ResponseCode.SYSTEM_ERROR and "flow control" in str(exc.value)
+        await producer.send(OutMessage("TimerT", b"next slot", deliver_time_ms=due + 1000))
         broker.store_config.timerWheelEnable = False
         with pytest.raises(RemotingCommandError) as exc:
             await producer.send(OutMessage("TimerT", b"x", delay_time_ms=5000))
