@@ -34,6 +34,7 @@ ENQUEUE_BUDGET_S = 0.05           # enqueue's share of a round when it is behind
 YIELD_EVERY = 256                 # messages delivered between yields to the loop
 CQ_WALK_BACK = 20_000             # recovery: CQ entries searched for the last unit's record
 CLEAN_EVERY_S = 30                # timerlog files whose records retention removed go (TimerMessageStore's 30 s)
+PRUNE_METRICS_EVERY_S = 180       # timingCount entries of deleted topics dropped (TimerMetrics' 3 minutes)
 DROPPED = (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED, PutStatus.WHEEL_TIMER_MSG_ILLEGAL,
            PutStatus.WHEEL_TIMER_FLOW_CONTROL, PutStatus.WHEEL_TIMER_NOT_ENABLE)
 PERM_RW = 6
@@ -68,7 +69,7 @@ class TimerService:
         self._tps_at = (time.monotonic(), 0, 0)
         self.timing: dict[str, int] = {}  # per real topic: messages waiting (timermetrics' timingCount)
         self.metrics_path = cfg.root / "config" / "timermetrics"
-        self._flushed = self._cleaned = time.monotonic()
+        self._flushed = self._cleaned = self._pruned = time.monotonic()
         self._topic_made = False
         self._task: asyncio.Task | None = None
         self.running = False
@@ -220,6 +221,9 @@ class TimerService:
             await asyncio.get_running_loop().run_in_executor(None, self.flush_files)
             self.write_check()
             self.persist_metrics()
+        if mono - self._pruned >= PRUNE_METRICS_EVERY_S:
+            self._pruned = mono
+            self.prune_metrics()
         if mono - self._cleaned >= CLEAN_EVERY_S:
             self._cleaned = mono
             gone = self.log.delete_expired(store.commitlog_min_offset)
@@ -426,6 +430,12 @@ class TimerService:
         self.flush_files()
         self.write_check()
         self.persist_metrics()
+
+    def prune_metrics(self) -> None:
+        """TimerMetrics.cleanMetrics: topics no longer in topics.json dropped (rmq_sys_* and LMQ kept)."""
+        table = self.ctrl.topics.table
+        self.timing = {t: n for t, n in self.timing.items()
+                       if t in table or t.startswith(("rmq_sys_", "%LMQ%"))}
 
     def metrics(self) -> dict:
         """TimerMetrics' content: per real topic, the messages waiting in the wheel."""

@@ -255,6 +255,9 @@ def test_timer_checkpoint_and_metrics_requests(tmp_path):
         assert metrics.code == ResponseCode.SUCCESS
         body = json.loads(metrics.body)
         assert body["timingCount"]["MetricT"]["count"] == 1 and set(body) == {"dataVersion", "timingCount"}
+        broker.timer.timing["GoneTopic"] = 2                       # a topic deleted since
+        broker.timer.prune_metrics()
+        assert set(broker.timer.timing) == {"MetricT"}
         broker.store_config.timerWheelEnable = False
         cp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_TIMER_CHECK_POINT, {}))
         assert (cp.code, cp.remark) == (ResponseCode.SYSTEM_ERROR, "The checkpoint is null")
