@@ -192,6 +192,10 @@ class RequestCode(IntEnum):
     POLLING_INFO = 200055
     POP_ROLLBACK = 200056
     BATCH_ACK_MESSAGE = 200151
+    # 5.x timer messages (shared/spec/rocketmq5.md §1.9, §1.11)
+    GET_TIMER_CHECK_POINT = 60
+    GET_TIMER_METRICS = 61
+    RECALL_MESSAGE = 370
 
 
 class ResponseCode(IntEnum):
@@ -238,7 +242,7 @@ class ResponseCode(IntEnum):
     POLLING_FULL = 209
     POLLING_TIMEOUT = 210
     INVALID_PARAMETER = 29
-    ILLEGAL_OPERATION = 604
+    ILLEGAL_OPERATION = 604             # 5.x: a bad recall handle (RecallMessageProcessor); POP (rocketmq5.md 2.1)
     # 5.x controller mode (controller.md 3.2)
     CONTROLLER_FENCED_MASTER_EPOCH = 2000
     CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001

@@ -63,6 +63,21 @@ class SendMessageResponseHeader:
     queueId: int
     queueOffset: Long
     transactionId: str | None = None
+    recallHandle: str | None = None      # 5.x: a timer message's handle for RECALL_MESSAGE
+
+
+@dataclass(frozen=True)
+class RecallMessageRequestHeader:
+    """5.x RECALL_MESSAGE (370)."""
+    topic: str
+    recallHandle: str
+    producerGroup: str | None = None
+    brokerName: str | None = None
+
+
+@dataclass(frozen=True)
+class RecallMessageResponseHeader:
+    msgId: str
 
 
 # ---------------------------------------------------------------- pull

@@ -25,6 +25,7 @@ from .mappedfiles import MappedFile, ReadOnlyMap
 from .poprecords import REVIVE_TOPIC_PREFIX, AckMsg, CheckPoint, decode_revive_body
 from .query import index_files
 from .reader import CommitLogReader
+from . import timerfiles
 
 
 @dataclass
@@ -261,6 +262,8 @@ _APPLIES = {
     Kind.CONSUMEQUEUE_FILE: ("from_offset", "to_offset", "limit"),
     Kind.INDEX_DIR: ("key", "from_offset", "to_offset", "limit"),
     Kind.INDEX_FILE: ("key", "from_offset", "to_offset", "limit"),
+    Kind.TIMERLOG: ("limit",),
+    Kind.TIMERWHEEL: ("limit",),
 }
 _WITH_KEY = ("topic", "since", "until")
 
@@ -312,6 +315,15 @@ def dump_path(path: Path, kind: Kind, f: Filters) -> Iterator[dict]:
             yield from dump_index(p, f)
     elif kind is Kind.CHECKPOINT:
         yield from dump_checkpoint(path)
+    elif kind is Kind.TIMERLOG:
+        if path.is_dir():
+            yield from timerfiles.dump_timerlog(path, f.limit)
+        else:
+            yield from (r for r in timerfiles.dump_timerlog(path.parent) if r["file"] == str(path))
+    elif kind is Kind.TIMERWHEEL:
+        yield from timerfiles.dump_timerwheel(path, f.limit)
+    elif kind is Kind.TIMERCHECK:
+        yield from timerfiles.dump_timercheck(path)
     elif kind is Kind.CONFIG:
         yield from dump_config(path)
     elif kind in (Kind.ABORT, Kind.LOCK):

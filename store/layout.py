@@ -25,6 +25,9 @@ class Kind(str, Enum):
     CONFIG = "config"
     ABORT = "abort"
     LOCK = "lock"
+    TIMERLOG = "timerlog"            # 5.x timer store: timerlog/ (or one of its files)
+    TIMERWHEEL = "timerwheel"
+    TIMERCHECK = "timercheck"
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,15 @@ def detect_kind(path: str | os.PathLike) -> Kind:
             return Kind.CONSUMEQUEUE_DIR
         if name == "index":
             return Kind.INDEX_DIR
+        if name == "timerlog":
+            return Kind.TIMERLOG
         raise WrongKindError("not a RocketMQ store directory (no commitlog, consumequeue or checkpoint)", path=p)
     if name == "checkpoint":
         return Kind.CHECKPOINT
+    if name in ("timerwheel", "timercheck"):
+        return Kind(name)
+    if p.parent.name == "timerlog" and is_mapped_file_name(name):
+        return Kind.TIMERLOG
     if name == "abort":
         return Kind.ABORT
     if name == "lock":

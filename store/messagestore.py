@@ -78,6 +78,9 @@ class PutStatus(Enum):
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"      # SYNC_MASTER: no slave acknowledged in slaveTimeout
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"      # SYNC_MASTER: no slave, or one too far behind
     IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"   # controller mode: SyncStateSet < minInSyncReplicas
+    WHEEL_TIMER_FLOW_CONTROL = "WHEEL_TIMER_FLOW_CONTROL"       # 5.x timer put hook refusals
+    WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"
+    WHEEL_TIMER_NOT_ENABLE = "WHEEL_TIMER_NOT_ENABLE"
 
 
 class GetStatus(Enum):

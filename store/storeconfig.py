@@ -67,6 +67,17 @@ class MessageStoreConfig:
     syncFromLastFile: bool = False          # an empty replica starts at the master's last file
     asyncLearner: bool = False              # never joins the SyncStateSet
     offsetCheckInSlave: bool = False
+    # 5.x timer messages (shared/spec/rocketmq5.md §1.2); the broker's timer service reads them
+    timerWheelEnable: bool = True
+    timerPrecisionMs: int = 1000              # snapped to 100/200/500/1000 where read
+    timerMaxDelaySec: int = 259200
+    timerRollWindowSlot: int = 172800
+    mappedFileSizeTimerLog: int = 104857600
+    timerFlushIntervalMs: int = 1000
+    timerCongestNumEachSlot: int = 0x7FFFFFFF
+    timerStopEnqueue: bool = False
+    timerStopDequeue: bool = False
+    timerEnableRetryUntilSuccess: bool = False
 
     def __post_init__(self):
         # ConsumeQueue's getter rounds the size up to a whole number of 20-byte units.
@@ -114,7 +125,7 @@ def set_typed_fields(obj, props: dict[str, str]) -> dict[str, str]:
 
 
 # Periods (ms) the store waits between rounds: 0 or less would spin a thread without a pause.
-PERIOD_KEYS = ("flushIntervalCommitLog", "flushIntervalConsumeQueue", "cleanResourceInterval", "flushDelayOffsetInterval",
+PERIOD_KEYS = ("flushIntervalCommitLog", "timerFlushIntervalMs", "flushIntervalConsumeQueue", "cleanResourceInterval", "flushDelayOffsetInterval",
                "haSendHeartbeatInterval", "haHousekeepingInterval")
 
 

@@ -26,6 +26,7 @@ from .logscan import FileEnd, HeaderScan, RecordIterator, decode_end
 from .mappedfiles import ReadOnlyMap, check_sizes, list_mapped_files
 from .properties import parse_properties
 from .query import index_files
+from .timerfiles import verify_timer
 from .reader import CommitLogReader
 
 DISPATCHED_TX = (TransactionType.TRANSACTION_NOT_TYPE, TransactionType.TRANSACTION_COMMIT_TYPE)
@@ -37,7 +38,7 @@ INDEX_CHUNK = 1 << 18    # index entries checked at once
 
 @dataclass
 class Problem:
-    area: str          # commitlog | consumequeue | index | checkpoint | config
+    area: str          # commitlog | consumequeue | index | checkpoint | config | timer
     path: str
     offset: int | None
     message: str
@@ -53,6 +54,7 @@ class VerifyReport:
     records: int = 0
     queue_units: int = 0
     index_entries: int = 0
+    timer_units: int = 0       # timerlog units checked (5.x timer store)
     problems: list[Problem] = field(default_factory=list)
     suppressed: dict[str, int] = field(default_factory=dict)
     deleted_topics: list[str] = field(default_factory=list)   # records kept, queues gone: not problems
@@ -200,6 +202,7 @@ def verify_store(root, delay_levels: str | None = None, progress=None) -> Verify
     _verify_consume_queues(paths, records, report)
     _verify_index(paths, records, report)
     _verify_checkpoint(paths, max_store_ts, report)
+    report.timer_units = verify_timer(paths.root, records, report, _commitlog_min(paths))
     return report
 
 

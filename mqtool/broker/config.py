@@ -56,6 +56,7 @@ class BrokerConfig:
     transactionCheckInterval: int = 60000
     flushConsumerOffsetInterval: int = 5000
     rejectTransactionMessage: bool = False
+    recallMessageEnable: bool = False      # 5.x: RECALL_MESSAGE (370) of timer messages
     slaveReadEnable: bool = False
     serverChannelMaxIdleTimeSeconds: int = 120   # NettyServerConfig: close a connection idle this long
     metricsPort: int = 0          # mqtool's: Prometheus /metrics on this port (0: off); not a 4.9.8 key
@@ -131,7 +132,8 @@ RUNTIME_KEYS = frozenset("""
     cleanResourceInterval flushDelayOffsetInterval deleteWhen diskMaxUsedSpaceRatio cleanFileForciblyEnable
     maxTransferBytesOnMessageInMemory maxTransferCountOnMessageInMemory accessMessageInMemoryMaxRatio
     messageIndexEnable haTransferBatchSize haSlaveFallbehindMax slaveTimeout offsetCheckInSlave regionId traceOn
-    enablePropertyFilter filterSupportRetry
+    enablePropertyFilter filterSupportRetry recallMessageEnable timerMaxDelaySec timerStopEnqueue timerStopDequeue
+    timerCongestNumEachSlot timerEnableRetryUntilSuccess
 """.split())
 
 

@@ -9,6 +9,7 @@ import os
 import time
 
 from mqtool.broker import admin, adminops, clientcalls, clientreq, fastpull, fastsend, pull, replica, runtime, send, transaction
+from mqtool.broker import timerreq
 from mqtool.broker.acl import requests as acl_requests
 from mqtool.broker import pop as pop_requests
 from mqtool.broker.pop.service import PopService
@@ -23,6 +24,7 @@ from mqtool.broker.registration import NamesrvRegistration
 from mqtool.broker.schedule import ScheduleService
 from mqtool.broker.stats import BrokerStats, timed_put
 from mqtool.broker.subscriptions import SubscriptionGroupManager
+from mqtool.broker.timer import TimerService
 from mqtool.broker.topics import TopicConfigManager
 from mqtool.common.conffile import keep_in_conf
 from mqtool.common.javakeys import check_keys
@@ -104,6 +106,10 @@ HANDLERS = {
     RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl_requests.acl_version,
     RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl_requests.update_white_addrs,
     **pop_requests.HANDLERS,           # 5.x POP (mqtool/broker/pop/)
+    # 5.x timer messages (timerreq.py)
+    RequestCode.RECALL_MESSAGE: timerreq.recall_message,
+    RequestCode.GET_TIMER_CHECK_POINT: timerreq.timer_check_point,
+    RequestCode.GET_TIMER_METRICS: timerreq.timer_metrics,
 }
 # The fast port (4.9.8's fastRemotingServer, listenPort - 2) takes every request the main port takes
 # but PULL_MESSAGE: its processors are the same objects, its default processor (AdminBrokerProcessor)
@@ -177,6 +183,7 @@ class BrokerController:
         self.producers = ProducerManager()
         self.pull_holds = PullHoldService()
         self.schedule = ScheduleService(self, cfg_dir)
+        self.timer = TimerService(self)           # 5.x timer messages (timer.py), master only
         self.tx_checker = transaction.TransactionChecker(self)
         self.pop = PopService(self, cfg_dir)
         self.locks: dict[str, dict] = {}
@@ -381,13 +388,16 @@ class BrokerController:
     # ------------------------------------------------------------------ roles (controller mode switches them)
 
     def start_master_services(self) -> None:
-        """changeSpecialServiceStatus(true): delay levels and transaction checks run on a master only."""
+        """changeSpecialServiceStatus(true): delay levels, timer messages and transaction checks run on
+        a master only."""
         self.schedule.start()
+        self.timer.start()
         self.tx_checker.start()
         self.pop.start()
 
     async def stop_master_services(self) -> None:
         await self.schedule.stop()
+        await self.timer.stop()
         await self.tx_checker.stop()
         await self.pop.stop()
 
@@ -466,6 +476,10 @@ class BrokerController:
         that covers it, under SYNC_MASTER for a slave."""
         batch = isinstance(msgs, list)
         first = msgs[0] if batch else msgs
+        if not batch:                     # the timer put hook (5.x; a batch is never timed, as in Java)
+            refused = self.timer.hook(msgs)
+            if refused is not None:
+                return refused
         if self.autoswitch is not None and self.store_config.minInSyncReplicas > 1 and \
                 first.properties.get(Prop.WAIT, "true") != "false" and \
                 self.autoswitch.in_sync_replicas < self.store_config.minInSyncReplicas:

@@ -2,8 +2,9 @@
 
 `fast_send` is the broker's `Server(fast=...)` hook. It takes the common send only: a JSON-header
 SEND_MESSAGE_V2 request (not oneway) with every V2 field in the form every client sends, to an
-existing writable topic that is not a retry, DLQ or system topic, with no DELAY or TRAN_MSG property
-and no transaction bits, on an ASYNC_MASTER with ASYNC_FLUSH and no ACL, where the put never waits
+existing writable topic that is not a retry, DLQ or system topic, with no DELAY or TRAN_MSG property,
+no "TIMER_" in its properties (5.x timer messages) and no transaction bits, on an ASYNC_MASTER with
+ASYNC_FLUSH and no ACL, where the put never waits
 (no SYNC_FLUSH, no SYNC_MASTER, no controller mode in-sync minimum). It answers exactly what
 `send.send_message` under `BrokerController.handle` answers and stores the same record, through
 the same rules (the properties, a Message's fields, MessageStore.put, the SEND_OK template), minus the general
@@ -165,8 +166,8 @@ def fast_send(ctrl, conn, body: bytes) -> bytes | None:
     if got is None:
         return None
     opaque, hlen, topic, props_text, queue_id, sys_flag, flag, born_ts, reconsume = got
-    if sys_flag & 0xC or "DELAY\x01" in props_text or "TRAN_MSG\x01" in props_text:
-        return None
+    if sys_flag & 0xC or "DELAY\x01" in props_text or "TRAN_MSG\x01" in props_text or "TIMER_" in props_text:
+        return None                 # (a timer property: the put hook decides, on the general path)
     cfg = _writable_topic(ctrl, topic, queue_id)
     if cfg is None:
         return None

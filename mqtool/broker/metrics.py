@@ -148,6 +148,26 @@ class BrokerCollector:
             for conn in sorted(ctrl.ha_master.connections, key=lambda c: c.addr):
                 lag.add_metric([cluster, broker, conn.addr], max_off - max(conn.ack_offset, 0))
         yield lag
+        yield from self._timer(Gauge, Counter, cluster, broker)
+
+    def _timer(self, Gauge, Counter, cluster, broker):
+        """5.x timer messages (the OpenTelemetry names of DefaultStoreMetricsConstant where there is one)."""
+        timer = self.ctrl.timer
+        status = timer.status()
+        for name, doc, value, family in (
+                ("rocketmq_timer_enqueue_lag", "Wheel-topic messages not enqueued yet", status["timerOffsetBehind"],
+                 Gauge),
+                ("rocketmq_timer_dequeue_lag", "Seconds the dequeue pointer is behind now", status["timerReadBehind"],
+                 Gauge),
+                ("mqtool_timer_pending", "Timer messages waiting in the wheel (timerCongestNum)",
+                 status["timerCongestNum"], Gauge),
+                ("rocketmq_timer_enqueue", "Timer messages enqueued since the broker started", timer.enqueued,
+                 Counter),
+                ("rocketmq_timer_dequeue", "Timer messages delivered since the broker started", timer.dequeued,
+                 Counter)):
+            f = family(name, doc, labels=["cluster", "broker"])
+            f.add_metric([cluster, broker], float(value))
+            yield f
 
     # ------------------------------------------------------------------ topics
 

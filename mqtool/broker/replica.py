@@ -135,6 +135,7 @@ class SlaveSynchronize:
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 log.warning("metadata sync: bad %s body from %s: %s", code.name, self.master_addr, exc)
                 ok = False
+        await self._timer_check(master)
         if refused:     # the same refusal every round is logged once
             hint = ACL_HINT if any("No accessKey" in why for why in refused) else ""
             self._note(f"metadata sync from master {master} refused: {'; '.join(refused)}{hint}")
@@ -176,6 +177,16 @@ class SlaveSynchronize:
         schedule = self.ctrl.schedule
         schedule.offsets = {int(k): int(v) for k, v in int_keys(data.get("offsetTable", {})).items()}
         write_config(schedule.path, body.decode("utf-8"))     # verbatim, as Java's slave does
+
+    async def _timer_check(self, master: str) -> None:
+        """5.x: the master's timer checkpoint (GET_TIMER_CHECK_POINT), for this broker's timer if it
+        is promoted. Optional: a 4.x master has none, and a master without timer messages says so."""
+        try:
+            body, _why = await self._fetch(master, RequestCode.GET_TIMER_CHECK_POINT)
+            if body and len(body) >= 32:
+                self.ctrl.timer.adopt(body)
+        except (RemotingError, ValueError, OSError) as exc:
+            log.debug("timer checkpoint sync from %s: %s", master, exc)
 
     def _groups(self, body: bytes) -> None:
         data = jsonbody.loads(body)

@@ -98,6 +98,7 @@ def runtime_table(ctrl) -> dict[str, str]:
     table.update({k: str(v) for k, v in CAPACITIES.items()})
     for level, offset in ctrl.schedule.offsets.items():
         table[f"scheduleMessageOffset_{level}"] = f"{offset},{store.max_offset(SCHEDULE_TOPIC, level - 1)}"
+    table.update(ctrl.timer.status())             # 5.x: timerReadBehind ... timerDequeueTps (+ mqtool's timerNextDueMs)
     capacity = disk_capacity(store.root)           # Java: of storePathRootDir, not the commit log dir
     if capacity is not None:
         table["commitLogDirCapacity"] = capacity

@@ -7,6 +7,7 @@ import random
 import time
 
 from mqtool.broker.messages import apply_delay, to_half
+from mqtool.broker.timerhook import recall_handle
 from mqtool_remoting.batch import BatchFormatError, decode_batch, merge_batch_properties
 from mqtool.broker.topics import NOT_ALLOWED_SEND_TOPICS, check_topic_name
 from mqtool_remoting.codes import RPC_TYPE, VERSION_V3_4_9, VERSION_V4_9_8, RequestCode, ResponseCode, SerializeType
@@ -14,8 +15,8 @@ from mqtool_remoting.command import HeaderTemplate, RemotingCommand
 from mqtool_remoting.errors import RemotingError
 from mqtool_remoting.headers import (ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, from_ext_fields,
                                      send_header_from_v2, to_ext_fields)
-from mqtool_store.codes import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TRANSACTION_TYPE_MASK, Perm, Prop,
-                         SysFlag, TransactionType)
+from mqtool_store.codes import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC, TRANSACTION_TYPE_MASK,
+                                Perm, Prop, SysFlag, TransactionType)
 from mqtool_store import kernel as store_kernel
 from mqtool_store.messagestore import Message, PutStatus
 from mqtool_store.properties import format_properties, parse_properties
@@ -29,6 +30,9 @@ PUT_CODES = {
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
     PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: ResponseCode.SYSTEM_ERROR,     # 5.x, remark "in-sync replicas not enough"
+    PutStatus.WHEEL_TIMER_MSG_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,       # 5.x timer put hook
+    PutStatus.WHEEL_TIMER_FLOW_CONTROL: ResponseCode.SYSTEM_ERROR,
+    PutStatus.WHEEL_TIMER_NOT_ENABLE: ResponseCode.SYSTEM_ERROR,
 }
 PERM_WRITE = int(Perm.PERM_WRITE)     # an int: `int & IntFlag` goes through enum's Python code
 SLAVE_REMARK = "message store is slave mode, so putMessage is forbidden"
@@ -145,7 +149,18 @@ async def send_message(ctrl, conn, cmd):
     else:
         msg = apply_delay(msg, len(ctrl.store.levels))
     result = await ctrl.put(msg)
-    return _put_response(cmd, ctrl, result, queue_id)
+    resp = _put_response(cmd, ctrl, result, queue_id)
+    if result.ok and msg.topic == TIMER_TOPIC and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        attach_recall_handle(resp, ctrl, msg)
+    return resp
+
+
+def attach_recall_handle(resp, ctrl, msg) -> None:
+    """SendMessageProcessor.attachRecallHandle: a timer message's send answer names its recall handle."""
+    props = msg.properties
+    resp.ext_fields["recallHandle"] = recall_handle(props[Prop.REAL_TOPIC], ctrl.config.brokerName,
+                                                    int(props[Prop.TIMER_OUT_MS]), props.get(Prop.UNIQ_KEY, ""))
+    resp.header_json = None          # (the SEND_OK template has no such field)
 
 
 async def _send_batch(ctrl, cmd, h, queue_id, sys_flag, born):

@@ -32,6 +32,7 @@ GROUPS = {
     "message": ("admin", "message_app", "Administration", "Find messages by key or id; a message's trace."),
     "producer": ("admin", "producer_app", "Administration", "Producer groups."),
     "acl": ("acl", "app", "Administration", "Plain ACL: accounts, whitelists, versions on brokers; sign a request."),
+    "timer": ("timer", "app", "Administration", "RocketMQ 5 timer messages: waiting, next due, behind, per master."),
 }
 COMMANDS = {
     "send": ("send", "send", "Messages",

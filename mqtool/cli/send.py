@@ -37,6 +37,10 @@ def send(
                                                                       "several brokers have queue N.")] = None,
     sharding_key: Annotated[Optional[str], typer.Option("--sharding-key", help="Orderly: same key, same queue.")] = None,
     delay_level: Annotated[int, typer.Option("--delay-level", min=0)] = 0,
+    deliver_at: Annotated[Optional[str], typer.Option("--deliver-at", help="Timer message (5.x): deliver at this "
+                                                      "time (epoch ms or ISO 8601).")] = None,
+    delay: Annotated[Optional[str], typer.Option("--delay", help="Timer message (5.x): deliver after this long "
+                                                 "(e.g. 1500ms, 30s, 5m, 2h).")] = None,
     batch: Annotated[int, typer.Option("--batch", min=0, help="Send in batches of N.")] = 0,
     oneway: Annotated[bool, typer.Option("--oneway")] = False,
     group: Annotated[str, typer.Option("--group", "-g", help="Producer group.")] = "PID_MQTOOL",
@@ -55,6 +59,7 @@ def send(
     if trace_topic is not None and not trace:
         raise UsageError("--trace-topic goes with --trace")
     producer_opts = {"trace": trace, "trace_topic": trace_topic, "vip_channel": vip}
+    deliver_ms, delay_ms = timer_options(deliver_at, delay, delay_level, batch)
     properties = {}
     for p in prop or []:
         k, sep, v = p.partition("=")
@@ -64,6 +69,7 @@ def send(
     if count:
         unused = [name for name, given in (("a body", body is not None), ("--file", bool(files)),
                                             ("--sharding-key", sharding_key), ("--delay-level", delay_level),
+                                            ("--deliver-at", deliver_at), ("--delay", delay),
                                             ("--oneway", oneway)) if given]
         if unused:
             raise UsageError(f"--count (bench mode) sends generated bodies and does not take {', '.join(unused)}")
@@ -83,7 +89,8 @@ def send(
         bodies = None
 
     def make(b: bytes) -> OutMessage:
-        return OutMessage(topic, b, keys.split() if keys else [], tags, properties, delay_level)
+        return OutMessage(topic, b, keys.split() if keys else [], tags, properties, delay_level,
+                          deliver_time_ms=deliver_ms, delay_time_ms=delay_ms)
     results: list[dict] = []
 
     def each(r: dict) -> None:          # --json: a line per message as it is answered; else one table at the end
@@ -113,6 +120,33 @@ def _print_results(results: list[dict]) -> None:
     for r in results:
         t.add_row(r["status"], r["msg_id"], r["broker"], str(r["queue_id"]), str(r["queue_offset"]))
     console.print(t)
+    for r in results:
+        if r.get("recall_handle"):
+            console.print(f"recall handle of {r['msg_id']}: {r['recall_handle']}")
+
+
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def timer_options(deliver_at: str | None, delay: str | None, delay_level: int, batch: int) -> tuple[int, int]:
+    """--deliver-at / --delay as (TIMER_DELIVER_MS, TIMER_DELAY_MS) values (0: not given)."""
+    from mqtool.cli.output import parse_time
+    given = [name for name, v in (("--deliver-at", deliver_at), ("--delay", delay), ("--delay-level", delay_level))
+             if v]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)} do not go together: give one")
+    if batch and (deliver_at or delay):
+        raise UsageError(f"{given[0]} does not go with --batch (a batch is never a timer message)")
+    if deliver_at is not None:
+        return parse_time(deliver_at), 0
+    if delay is not None:
+        text = delay.strip().lower()
+        unit = "ms" if text.endswith("ms") else text[-1:]
+        number = text[:-len(unit)] if unit in _DURATION_MS else ""
+        if not number.isascii() or not number.isdigit() or int(number) <= 0:
+            raise UsageError(f"--delay takes a duration such as 1500ms, 30s, 5m or 2h, not {delay!r}")
+        return 0, int(number) * _DURATION_MS[unit]
+    return 0, 0
 
 
 @with_credentials
@@ -167,7 +201,8 @@ async def _send(namesrv, group, msgs, queue, sharding_key, oneway, batch, produc
                 out.append({"status": "ONEWAY", "msg_id": "", "broker": "", "queue_id": -1, "queue_offset": -1})
             else:
                 out.append({"status": r.status, "msg_id": r.msg_id, "broker": r.broker, "queue_id": r.queue_id,
-                            "queue_offset": r.queue_offset})
+                            "queue_offset": r.queue_offset, **({"recall_handle": r.recall_handle}
+                                                               if r.recall_handle else {})})
         return out
     finally:
         await p.close()

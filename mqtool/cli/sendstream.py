@@ -136,7 +136,8 @@ async def send_stream(producer, source: StdinMessages, make, queue, sharding_key
                 each({"status": "ONEWAY", "msg_id": "", "broker": "", "queue_id": -1, "queue_offset": -1})
             else:
                 each({"status": r.status, "msg_id": r.msg_id, "broker": r.broker, "queue_id": r.queue_id,
-                      "queue_offset": r.queue_offset})
+                      "queue_offset": r.queue_offset, **({"recall_handle": r.recall_handle}
+                                                         if r.recall_handle else {})})
     finally:
         beat.cancel()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -15,7 +15,7 @@ app = typer.Typer(help="Read a store directory offline: dump, stats, verify, que
                   no_args_is_help=True)
 
 # store.layout.Kind's values, spelled out so `--help` does not import the store (a test holds them equal).
-KIND_NAMES = "root, commitlog-dir, commitlog, consumequeue-dir, consumequeue, index-dir, index, checkpoint, config, abort, lock"
+KIND_NAMES = "root, commitlog-dir, commitlog, consumequeue-dir, consumequeue, index-dir, index, checkpoint, config, abort, lock, timerlog, timerwheel, timercheck"
 JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
 PathArg = Annotated[Path, typer.Argument(help="Store root, or a commitlog/consumequeue/index/checkpoint/config path.")]
 RootArg = Annotated[Path, typer.Argument(help="The store root (storePathRootDir).")]
@@ -73,7 +73,7 @@ def dump(
     pop: Annotated[bool, typer.Option("--pop", help="Only the records of the 5.x POP revive topics "
                                       "(rmq_sys_REVIVE_LOG_*), decoded: checkpoints and acks.")] = False,
 ) -> None:
-    """Decode any store file or directory: records, queue units, index entries, checkpoint, config."""
+    """Decode any store file or directory: records, queue units, index entries, checkpoint, config, timer files."""
     from mqtool_store.dump import COMMITLOG_KINDS, Filters, dump_path, unused_filters
     from mqtool_store.layout import Kind, detect_kind
     check_choice(body, BODY_MODES, "--body")
@@ -248,9 +248,25 @@ def _render_config(rows: list[dict]) -> None:
         console.print_json(json.dumps(r["data"], ensure_ascii=False))
 
 
+def _render_timer_units(rows: list[dict]) -> None:
+    t = table("position", "prev", "flags", "written", "slot time", "commitlog offset", "size", "topic hash")
+    for r in rows:
+        t.add_row(str(r["position"]), str(r["prev_pos"]), ",".join(r["flags"]), fmt_time(r["write_time"]),
+                  fmt_time(r["slot_time"]), str(r["offset_py"]), str(r["size_py"]), str(r["topic_hash"]))
+    console.print(t)
+
+
+def _render_timer_slots(rows: list[dict]) -> None:
+    t = table("index", "time / P", "first", "last", "num")
+    for r in rows:
+        t.add_row(str(r["index"]), str(r["time"]), str(r["first_pos"]), str(r["last_pos"]), str(r["num"]))
+    console.print(t)
+
+
 _RENDERERS = {"message": _render_messages, "cq_unit": _render_units, "index_entry": _render_index_entries,
               "config": _render_config, "pop_checkpoint": _render_pop, "pop_ack": _render_pop,
-              "pop_batch_ack": _render_pop}
+              "pop_batch_ack": _render_pop,
+              "timer_unit": _render_timer_units, "timer_slot": _render_timer_slots}
 
 
 # ------------------------------------------------------------------------------- stats
@@ -331,7 +347,7 @@ def verify(root: RootArg, json_out: JsonOpt = False,
                "--message-delay-level", help="The broker's messageDelayLevel, if not the default.")] = None,
            config: Annotated[Optional[Path], typer.Option(
                "-c", "--config", help="The broker's broker.conf, for its messageDelayLevel.")] = None) -> None:
-    """Check records, consume queues, index and checkpoint against each other. Exit 1 on problems."""
+    """Check records, consume queues, index, checkpoint and timer files against each other. Exit 1 on problems."""
     from mqtool.cli.recover import broker_conf_settings
     from mqtool_store.verify import verify_store
     _root(root)
@@ -351,8 +367,9 @@ def verify(root: RootArg, json_out: JsonOpt = False,
                           f"{_escape(', '.join(report.deleted_topics))}")
         found = len(report.problems) + sum(report.suppressed.values())
         state = "[green]clean[/]" if report.ok else f"[red]{count(found, 'problem')}[/]"
+        timer = f", {count(report.timer_units, 'timerlog unit')}" if report.timer_units else ""
         console.print(f"{root}: {count(report.records, 'record')}, {count(report.queue_units, 'consume queue unit')}, "
-                      f"{count(report.index_entries, 'index entry')}: {state}")
+                      f"{count(report.index_entries, 'index entry')}{timer}: {state}")
     if not report.ok:
         raise typer.Exit(EXIT_PROBLEMS)
 

@@ -150,6 +150,13 @@ def _tps(v) -> str:
     return "-" if v is None else f"{v:,.1f}"
 
 
+def _timer(b: dict) -> str:
+    """5.x timer messages: waiting, and how far delivery is behind (- for a broker without a timer)."""
+    if b.get("timer_pending") is None:
+        return "-"
+    return f"{b['timer_pending']:,} waiting, {b['timer_behind_s']}s behind"
+
+
 def render(view: dict, state: dict, limit: int, keys: bool = True):
     """The three tables, and (`keys`: the live view) the line of keys that drive it."""
     from rich.console import Group
@@ -159,13 +166,15 @@ def render(view: dict, state: dict, limit: int, keys: bool = True):
     from mqtool.client.top import sparkline
     v = shape(view, state, limit)
     brokers = table("cluster", "broker", "BID", "address", "put TPS", "get TPS", "disk", "put today", "get today",
-                    title="Brokers")
+                    "timer", title="Brokers")
     for b in v["brokers"]:
         if not b["reachable"]:
-            brokers.add_row(b["cluster"], b["broker"], str(b["broker_id"]), b["address"], "unreachable", "", "", "", "")
+            brokers.add_row(b["cluster"], b["broker"], str(b["broker_id"]), b["address"], "unreachable", "", "", "", "",
+                            "")
             continue
         brokers.add_row(b["cluster"], b["broker"], str(b["broker_id"]), b["address"], _tps(b["put_tps"]),
-                        _tps(b["get_tps"]), f"{b['disk_ratio']:.1%}", f"{b['put_today']:,}", f"{b['get_today']:,}")
+                        _tps(b["get_tps"]), f"{b['disk_ratio']:.1%}", f"{b['put_today']:,}", f"{b['get_today']:,}",
+                        _timer(b))
     topics = table("topic", "put TPS", "max offset", title=f"Topics ({len(view['topics'])})")
     for t in v["topics"]:
         topics.add_row(t["topic"], _tps(t["put_tps"]), f"{t['max_offset']:,}")

@@ -55,6 +55,17 @@ class Admin(ClientBase):
                         get_today=_num(kv.get("msgGetTotalTodayNow"), int) - _num(kv.get("msgGetTotalTodayMorning"), int)))
         return rows
 
+    async def timer_rows(self, cluster: str | None = None) -> list[dict]:
+        """Per master: its 5.x timer figures (runtime info), or why there are none."""
+        rows = []
+        for name, addr in sorted((await self.masters(cluster)).items()):
+            row = {"broker": name, "address": addr}
+            try:
+                rows.append(dict(row, reachable=True, **timer_fields(await self.broker_runtime(addr))))
+            except (RemotingError, RemotingCommandError) as exc:
+                rows.append(dict(row, reachable=False, error=str(exc)))
+        return rows
+
     async def masters(self, cluster: str | None = None, broker: str | None = None) -> dict[str, str]:
         """brokerName -> master address, for one cluster or broker (or all)."""
         info = await self.cluster_info()
@@ -443,3 +454,14 @@ def _num(text, kind):
         return kind(text)
     except (TypeError, ValueError):
         return kind(0)
+
+
+def timer_fields(kv: dict) -> dict:
+    """A 5.x broker's timer figures from its runtime info (None where it has none: a 4.x broker)."""
+    if "timerCongestNum" not in kv:
+        return {"timer_pending": None}
+    return {"timer_pending": _num(kv.get("timerCongestNum"), int), "timer_behind_s": _num(kv.get("timerReadBehind"), int),
+            "timer_offset_behind": _num(kv.get("timerOffsetBehind"), int),
+            "timer_enqueue_tps": _num(kv.get("timerEnqueueTps"), float),
+            "timer_dequeue_tps": _num(kv.get("timerDequeueTps"), float),
+            "timer_next_due_ms": _num(kv.get("timerNextDueMs", "-1"), int)}

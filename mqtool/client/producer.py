@@ -38,6 +38,8 @@ class OutMessage:
     properties: dict[str, str] = field(default_factory=dict)
     delay_level: int = 0
     flag: int = 0
+    deliver_time_ms: int = 0      # 5.x timer message: deliver at this epoch ms (TIMER_DELIVER_MS)
+    delay_time_ms: int = 0        # 5.x timer message: deliver this long after the broker stores it (TIMER_DELAY_MS)
 
 
 @dataclass
@@ -51,6 +53,7 @@ class SendResult:
     broker_addr: str = ""              # where it was sent (a trace's storeHost)
     region_id: str = "DefaultRegion"   # the answer's MSG_REGION (absent or empty: DefaultRegion)
     trace_on: bool = True              # the answer's TRACE_ON: only `false` turns the send's trace off
+    recall_handle: str = ""            # a 5.x timer message's handle for Producer.recall
 
 
 def month_bounds(now_ms: int, tz: tzinfo | None = None) -> tuple[int, int]:
@@ -125,6 +128,10 @@ class Producer(ClientBase):
             props["TAGS"] = m.tags
         if m.delay_level:
             props["DELAY"] = str(m.delay_level)
+        if m.deliver_time_ms:
+            props["TIMER_DELIVER_MS"] = str(m.deliver_time_ms)
+        if m.delay_time_ms:
+            props["TIMER_DELAY_MS"] = str(m.delay_time_ms)
         if uniq:
             props["UNIQ_KEY"] = uniq
         props.setdefault("WAIT", "true")
@@ -175,6 +182,26 @@ class Producer(ClientBase):
         self.tracer.pub(self.group, topic, result.msg_id, props.get("TAGS"), props.get("KEYS"), result.broker_addr,
                         body_length, started, msg_type_of(props), result.offset_msg_id, result.status == "SEND_OK",
                         result.region_id, result.trace_on)
+
+    async def recall(self, topic: str, handle: str) -> str:
+        """RECALL_MESSAGE (5.x): cancel a timer message not yet due, by the handle its send returned;
+        the recalled message's id. The broker is the one the handle names."""
+        import base64
+        try:
+            broker = base64.urlsafe_b64decode(handle.encode()).decode().split(" ")[2]
+        except (ValueError, UnicodeError, IndexError):
+            raise ValueError(f"not a recall handle: {handle!r}") from None
+        route = await self.publish_route(topic)
+        addr = route.master(broker)
+        if not addr:
+            raise RemotingCommandError(ResponseCode.TOPIC_NOT_EXIST, f"no master of {broker} routes topic {topic}",
+                                       "recall")
+        cmd = RemotingCommand.request(RequestCode.RECALL_MESSAGE, {"producerGroup": self.group, "topic": topic,
+                                                                  "recallHandle": handle, "brokerName": broker})
+        resp = await self.remoting.invoke(addr, cmd, self.timeout_s)
+        if resp.code != ResponseCode.SUCCESS:
+            raise RemotingCommandError(resp.code, resp.remark, f"recall on {broker}")
+        return resp.ext_fields.get("msgId", "")
 
     async def send_batch(self, msgs: list[OutMessage], queue: MessageQueue | int | None = None) -> SendResult:
         topics = {m.topic for m in msgs}
@@ -268,7 +295,8 @@ class Producer(ClientBase):
                 ext = resp.ext_fields
                 return SendResult(SEND_OK_CODES[resp.code], uniq, ext.get("msgId", ""), mq.broker_name,
                                   int(ext.get("queueId", mq.queue_id)), int(ext.get("queueOffset", -1)), addr,
-                                  ext.get("MSG_REGION") or "DefaultRegion", ext.get("TRACE_ON") != "false")
+                                  ext.get("MSG_REGION") or "DefaultRegion", ext.get("TRACE_ON") != "false",
+                                  ext.get("recallHandle", ""))
             except RemotingCommandError as exc:
                 if exc.code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.MESSAGE_ILLEGAL, ResponseCode.NO_PERMISSION):
                     raise

@@ -17,7 +17,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from mqtool.client.admin import Admin, _num
+from mqtool.client.admin import Admin, _num, timer_fields
 from mqtool.client.base import check
 from mqtool_remoting import jsonbody
 from mqtool_remoting.codes import RequestCode, ResponseCode
@@ -139,7 +139,8 @@ class ClusterWatch:
                     disk_ratio=_num(kv.get("commitLogDiskRatio"), float),
                     commitlog_max_offset=_num(kv.get("commitLogMaxOffset"), int),
                     put_today=_num(kv.get("msgPutTotalTodayNow"), int) - _num(kv.get("msgPutTotalTodayMorning"), int),
-                    get_today=_num(kv.get("msgGetTotalTodayNow"), int) - _num(kv.get("msgGetTotalTodayMorning"), int))
+                    get_today=_num(kv.get("msgGetTotalTodayNow"), int) - _num(kv.get("msgGetTotalTodayMorning"), int),
+                    **timer_fields(kv))
 
     async def _topics(self, addr: str, s: Sample, broker_names: set[str], clusters: set[str]) -> None:
         if addr not in self.per_topic:

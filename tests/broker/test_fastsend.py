@@ -26,6 +26,8 @@ FIXED_MS = 1_760_000_000_123
 TOPICS = ["FastA", "FastMulti", "FastOrder", "FastReadOnly", "NoSuchTopic", "%RETRY%FastGroup",
           "SCHEDULE_TOPIC_XXXX", "bad topic!"]
 
+TIMER_AT = (int(time.time()) + 600) * 1000 + 1      # a 5.x timer message due in 10 minutes (absolute)
+
 
 class FakeConn:
     """What a send handler reads of its connection."""
@@ -170,6 +172,8 @@ def test_what_the_fast_path_leaves_to_the_general_one(pair):
         frame_of(RequestCode.SEND_MESSAGE_V2, v2(topic="NoSuchTopic"), b"auto-created"),
         frame_of(RequestCode.SEND_MESSAGE_V2, v2(topic="%RETRY%FastGroup", reconsume="1"), b"retry"),
         frame_of(RequestCode.SEND_MESSAGE_V2, v2(props="DELAY\x013"), b"delayed"),
+        frame_of(RequestCode.SEND_MESSAGE_V2, v2(props=f"TIMER_DELIVER_MS\x01{TIMER_AT}"), b"timer"),        # 5.x: the put hook
+        frame_of(RequestCode.SEND_MESSAGE_V2, v2(props="TAGS\x01a\x02TIMER_DELAY_MS\x01x"), b"timer, refused"),
         frame_of(RequestCode.SEND_MESSAGE_V2, v2(props="TRAN_MSG\x01true\x02PGROUP\x01PG", sys_flag="4"), b"half"),
         frame_of(RequestCode.SEND_MESSAGE_V2, v2(queue="9"), b"queue too big"),
         frame_of(RequestCode.SEND_MESSAGE_V2, v2(queue="+1"), b"signed"),

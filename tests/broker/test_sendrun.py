@@ -5,6 +5,7 @@ statistics, with the loop, without it (the per-frame fast path) and without the 
 from __future__ import annotations
 
 import asyncio
+import time
 import random
 import struct
 
@@ -19,6 +20,8 @@ from tests.broker.test_fastsend import (FakeConn, _requests, controller, fixed_c
                                         store_bytes, through_general, v2)
 
 pytestmark = pytest.mark.usefixtures("fixed_clock")      # store times fixed: two stores, the same bytes
+
+TIMER_AT = (int(time.time()) + 600) * 1000 + 1      # a 5.x timer message due in 10 minutes (absolute)
 
 
 class _Transport:
@@ -149,6 +152,7 @@ def test_frames_it_does_not_take_in_the_middle_of_a_read(pair):
     fast, general, loop = pair
     odd = [frame_of(RequestCode.SEND_MESSAGE_V2, v2(topic="NoSuchTopic"), b"auto-created"),
            frame_of(RequestCode.SEND_MESSAGE_V2, v2(props="DELAY\x013"), b"delayed"),
+           frame_of(RequestCode.SEND_MESSAGE_V2, v2(props=f"TIMER_DELIVER_MS\x01{TIMER_AT}"), b"timer"),     # 5.x: the put hook
            frame_of(RequestCode.SEND_MESSAGE_V2, v2(queue="9"), b"queue too big"),
            frame_of(RequestCode.SEND_MESSAGE_V2, v2(topic="FastReadOnly"), b"read only"),
            frame_of(RequestCode.SEND_MESSAGE_V2, v2(topic="FastOrder"), b"ordered"),

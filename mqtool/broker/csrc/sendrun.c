@@ -143,6 +143,10 @@ static int one(PyObject *body, PyObject *ctx, PyObject *answers, PyObject **topi
         if ((p - t >= 5 && !memcmp(p - 5, "DELAY", 5)) || (p - t >= 8 && !memcmp(p - 8, "TRAN_MSG", 8)))
             goto out;
     }
+    for (const char *p = t; (p = memchr(p, 'T', t + text_len - p)); p++) {    /* TIMER_: fast_send's rule */
+        if (t + text_len - p >= 6 && !memcmp(p, "TIMER_", 6))
+            goto out;
+    }
     if (!(cfg = writable_topic(ctx, topic, queue_id))) {
         if (PyErr_Occurred())
             goto fail;
