@@ -14,7 +14,7 @@ BENCH = Path(__file__).parent.parent / "benchmarks"
                                     "ha_replication.py", "broker_capacity.py", "metrics_scrape.py", "soak.py",
                                     "consumer_drain.py", "spark_live.py", "crash_restart.py", "metadata_scale.py",
                                     "failover.py", "broker_inprocess.py",
-                                    "store_open.py", "page_touch.py"])
+                                    "store_open.py", "page_touch.py", "cli_startup.py"])
 def test_benchmark_quick_mode(script):
     proc = subprocess.run([sys.executable, str(BENCH / script), "--quick", "--json"], capture_output=True, text=True,
                           timeout=300, cwd=BENCH.parent)
