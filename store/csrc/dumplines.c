@@ -48,19 +48,31 @@ static uint32_t crc32_ieee(const unsigned char *p, Py_ssize_t n)
     return c ^ 0xFFFFFFFFu;
 }
 
-/* 1 when s[0..n) is UTF-8 (as Python's strict decoder takes it) holding nothing json.dumps
- * escapes with ensure_ascii=False: no byte below 0x20, no '"', no '\\'. */
-static int plain_utf8(const unsigned char *s, Py_ssize_t n)
+/* Where the run of text json.dumps(ensure_ascii=False) writes as it is ends, from s[i] (i <= n): the
+ * first byte that is a control character, '"' or '\\' (0x01 and 0x02, the separators, among them),
+ * or n; -1 where the text is not UTF-8 as Python's strict decoder takes it. *ascii is cleared
+ * when the run holds more than ASCII. Eight plain ASCII bytes at a time where it can. */
+static Py_ssize_t plain_run(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, int *ascii)
 {
-    Py_ssize_t i = 0;
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t x;
+            memcpy(&x, s + i, 8);
+            uint64_t quote = x ^ (ones * '"'), slash = x ^ (ones * '\\');
+            uint64_t odd = (x | ((x - ones * 0x20) & ~x) | ((quote - ones) & ~quote) | ((slash - ones) & ~slash)) & highs;
+            if (!odd) {
+                i += 8;
+                continue;
+            }
+        }
         unsigned char c = s[i];
         if (PLAIN[c]) {
             i++;
             continue;
         }
         if (c < 0x80)
-            return 0;
+            return i;
         int len;
         uint32_t cp;
         if (c >= 0xC2 && c <= 0xDF) {
@@ -73,20 +85,21 @@ static int plain_utf8(const unsigned char *s, Py_ssize_t n)
             len = 4;
             cp = c & 0x07;
         } else {
-            return 0;
+            return -1;
         }
         if (i + len > n)
-            return 0;
+            return -1;
         for (int k = 1; k < len; k++) {
             if ((s[i + k] & 0xC0) != 0x80)
-                return 0;
+                return -1;
             cp = cp << 6 | (s[i + k] & 0x3F);
         }
         if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-            return 0;
+            return -1;
+        *ascii = 0;
         i += len;
     }
-    return 1;
+    return n;
 }
 
 typedef struct {
@@ -190,8 +203,12 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
     const char *head_text = PyUnicode_AsUTF8AndSize(head, &head_len), *flag_text = NULL;
     const unsigned char *b = buf.buf;
     long long last_sf = 1LL << 40;      /* (no int32 sysflag) */
-    Out o = {NULL, 0, 0};
+    /* One output buffer for every call (it grows to a call's lines and stays: fresh pages each call cost more
+     * than the lines); the GIL keeps calls apart. */
+    static Out o = {NULL, 0, 0};
+    int ascii = 1;
     PyObject *result = NULL;
+    o.len = 0;
     if (end > buf.len)
         end = buf.len;
     if (stop > end)
@@ -213,7 +230,7 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
         if (pl + 2 > rec_end || b[pl] >= 128)
             break;
         long long plen = b[pl] << 8 | b[pl + 1];
-        if (pl + 2 + plen != rec_end || plen == 0 || !plain_utf8(b + te + 1, tl))
+        if (pl + 2 + plen != rec_end || plen == 0 || plain_run(b + te + 1, 0, tl, &ascii) != tl)
             break;
         /* the properties: pairs in order, each key and value plain, no key twice */
         const unsigned char *p = b + pl + 2;
@@ -221,20 +238,14 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
         int ok = 1;
         while (ok && i < plen) {
             Py_ssize_t ks = i;
-            while (i < plen && p[i] != 0x01 && p[i] != 0x02)
-                i++;
-            if (i == ks || i >= plen || p[i] != 0x01 || pairs == MAX_PAIRS) {
+            i = plain_run(p, i, plen, &ascii);
+            if (i <= ks || i >= plen || p[i] != 0x01 || pairs == MAX_PAIRS) {
                 ok = 0;
                 break;
             }
             Py_ssize_t vs = ++i;
-            while (i < plen && p[i] != 0x01 && p[i] != 0x02)
-                i++;
-            if (i == vs || (i < plen && p[i] == 0x01)) {
-                ok = 0;
-                break;
-            }
-            if (!plain_utf8(p + ks, vs - 1 - ks) || !plain_utf8(p + vs, i - vs)) {
+            i = plain_run(p, i, plen, &ascii);
+            if (i <= vs || (i < plen && p[i] != 0x02)) {
                 ok = 0;
                 break;
             }
@@ -365,11 +376,21 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
         LIT(&o, "}, \"body_note\": null, \"body\": null, \"body_truncated\": false, \"body_encoding\": \"none\"}\n");
         pos = rec_end;
     }
-    PyObject *text = PyUnicode_DecodeUTF8(o.p, o.len, "strict");
+    PyObject *text;
+    if (ascii) {                        /* (the usual case: a copy, no decoding) */
+        if ((text = PyUnicode_New(o.len, 127)))
+            memcpy(PyUnicode_DATA(text), o.p, o.len);
+    } else {
+        text = PyUnicode_DecodeUTF8(o.p, o.len, "strict");
+    }
     if (text)
         result = Py_BuildValue("NnL", text, k, pos);
 done:
-    PyMem_Free(o.p);
+    if (o.cap > (64 << 20)) {           /* (a call of huge records: not kept) */
+        PyMem_Free(o.p);
+        o.p = NULL;
+        o.cap = 0;
+    }
     PyBuffer_Release(&buf);
     return result;
 }

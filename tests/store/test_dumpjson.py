@@ -274,6 +274,17 @@ def test_layouts_of_one_shape_with_other_names(tmp_path, taken):
     assert taken["records"] > 100
 
 
+def test_a_value_holding_the_run_separator(tmp_path, taken):
+    """The column writer joins a run's properties with 0x03 between records: a record whose own
+    properties hold a 0x03 ended its properties there (its line lost the rest)."""
+    recs = [new_record("T", b"b", properties_text=f"KEYS\x01k{i}" + ("\x03x\x02TAGS\x01t" if i % 5 == 3 else ""))
+            for i in range(40)]
+    d = tmp_path / "commitlog"
+    write_commitlog(d, recs, file_size=64 * 1024)
+    assert assert_same(d, Filters(), "text").count("\\u0003") == 2 * 8
+    assert taken["records"] > 20
+
+
 def test_column_runs_on_fixture_stores(basic_store, crashed_store, taken):
     for store in (basic_store, crashed_store):
         assert_same(StorePaths.of(store).commitlog, Filters(), "text")

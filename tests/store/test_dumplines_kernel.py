@@ -117,3 +117,20 @@ def test_random_records_are_the_reference_bytes(tmp_path_factory, records):
         assert_same(d, Filters())
     finally:
         dumpjson.kernel = before
+
+
+def test_an_odd_byte_anywhere_in_a_long_value(tmp_path, compiled):
+    """The kernel reads plain text eight bytes at a time: a byte it must not take as it is, at
+    every place in a value, key or topic, is still found (and the record left to Python)."""
+    odd = ['"', "\\", "\x1f", "\x00", "\x7f", "é", "🎉", PLACEHOLDER.decode(), "\x01", "\x03"]
+    recs = []
+    for j in range(20):
+        for c in odd:
+            text = "a" * j + c + "b" * (19 - j)
+            recs.append(new_record("T", b"x", properties_text=f"KEYS\x01{text}\x02TAGS\x01t"))
+            recs.append(new_record("T", b"x", properties_text=f"{text}\x01v\x02UNIQ_KEY\x01{text}"))
+            recs.append(new_record(text.replace("\x00", "z"), b"x", properties_text="TAGS\x01t"))
+    d = tmp_path / "commitlog"
+    write_commitlog(d, recs, file_size=1 << 20)
+    assert assert_same(d, Filters()).count('"kind": "message"') == len(recs)
+    assert compiled.records > 10
