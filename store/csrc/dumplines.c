@@ -122,20 +122,35 @@ static int reserve(Out *o, Py_ssize_t more)
     return 0;
 }
 
-static inline void put(Out *o, const void *s, Py_ssize_t n)
+/* The writers below take the output's cursor and return it moved on (a cursor in a local variable:
+ * stores through it cannot change it, where o->len could be any byte a char store touched).
+ * Short pieces (most of a line's) are copied inline, by two overlapping words. */
+static inline char *put(char *d, const void *src, Py_ssize_t n)
 {
-    memcpy(o->p + o->len, s, n);
-    o->len += n;
+    const char *s = src;
+    if (n >= 8 && n <= 16) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4 && n < 8) {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    } else if (n < 4) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            d[i] = s[i];
+    } else {
+        memcpy(d, s, n);
+    }
+    return d + n;
 }
 
-#define LIT(o, s) put((o), (s), sizeof(s) - 1)
+#define LIT(w, s) ((w) = put((w), (s), sizeof(s) - 1))
 
 static const char PAIRS[] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-static inline void put_u64(Out *o, uint64_t v)
+static inline char *put_u64(char *d, uint64_t v)
 {
     char tmp[24];
     int i = 24;
@@ -148,38 +163,38 @@ static inline void put_u64(Out *o, uint64_t v)
         memcpy(tmp + (i -= 2), PAIRS + 2 * v, 2);
     else
         tmp[--i] = '0' + (char)v;
-    put(o, tmp + i, 24 - i);
+    return put(d, tmp + i, 24 - i);
 }
 
-static inline void put_i64(Out *o, int64_t v)
+static inline char *put_i64(char *d, int64_t v)
 {
     if (v < 0) {
-        o->p[o->len++] = '-';
-        put_u64(o, (uint64_t)0 - (uint64_t)v);
-    } else {
-        put_u64(o, (uint64_t)v);
+        *d++ = '-';
+        return put_u64(d, (uint64_t)0 - (uint64_t)v);
     }
+    return put_u64(d, (uint64_t)v);
 }
 
 /* "a.b.c.d:port" (host_text of an IPv4 host). */
-static inline void put_host(Out *o, const unsigned char *h)
+static inline char *put_host(char *d, const unsigned char *h)
 {
     for (int k = 0; k < 4; k++) {
         if (k)
-            o->p[o->len++] = '.';
-        put_u64(o, h[k]);
+            *d++ = '.';
+        d = put_u64(d, h[k]);
     }
-    o->p[o->len++] = ':';
-    put_i64(o, get32(h + 4));
+    *d++ = ':';
+    return put_i64(d, get32(h + 4));
 }
 
-static inline void put_hex(Out *o, const unsigned char *s, int n)
+static inline char *put_hex(char *d, const unsigned char *s, int n)
 {
     static const char digits[] = "0123456789ABCDEF";
     for (int k = 0; k < n; k++) {
-        o->p[o->len++] = digits[s[k] >> 4];
-        o->p[o->len++] = digits[s[k] & 15];
+        *d++ = digits[s[k] >> 4];
+        *d++ = digits[s[k] & 15];
     }
+    return d;
 }
 
 /* dump_lines(buf, pos, end, stop, most, base, head, sysflags) -> (text, k, next): the lines of the k
@@ -285,53 +300,54 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
         }
         if (reserve(&o, 1024 + head_len + flag_len + tl + 12 * plen) < 0)
             goto done;
-        put(&o, head_text, head_len);
-        put_i64(&o, base + pos);
-        LIT(&o, ", \"store_size\": ");
-        put_i64(&o, size);
-        LIT(&o, ", \"magic\": \"MESSAGE_MAGIC_CODE\", \"topic\": \"");
-        put(&o, b + te + 1, tl);
-        LIT(&o, "\", \"queue_id\": ");
-        put_i64(&o, get32(r + AT_QUEUE_ID));
-        LIT(&o, ", \"queue_offset\": ");
-        put_i64(&o, get64(r + AT_QUEUE_OFFSET));
-        LIT(&o, ", \"physical_offset\": ");
-        put_i64(&o, phys);
-        LIT(&o, ", \"flag\": ");
-        put_i64(&o, get32(r + AT_FLAG));
-        LIT(&o, ", ");
-        put(&o, flag_text, flag_len);
-        LIT(&o, ", \"born_timestamp\": ");
-        put_i64(&o, get64(r + AT_BORN_TIMESTAMP));
-        LIT(&o, ", \"born_host\": \"");
-        put_host(&o, r + AT_BORN_HOST);
-        LIT(&o, "\", \"store_timestamp\": ");
-        put_i64(&o, get64(r + AT_STORE_TIMESTAMP));
-        LIT(&o, ", \"store_host\": \"");
-        put_host(&o, r + AT_STORE_HOST);
-        LIT(&o, "\", \"reconsume_times\": ");
-        put_i64(&o, get32(r + AT_RECONSUME_TIMES));
-        LIT(&o, ", \"prepared_transaction_offset\": ");
-        put_i64(&o, get64(r + AT_PREPARED_OFFSET));
+        char *w = o.p + o.len;
+        w = put(w, head_text, head_len);
+        w = put_i64(w, base + pos);
+        LIT(w, ", \"store_size\": ");
+        w = put_i64(w, size);
+        LIT(w, ", \"magic\": \"MESSAGE_MAGIC_CODE\", \"topic\": \"");
+        w = put(w, b + te + 1, tl);
+        LIT(w, "\", \"queue_id\": ");
+        w = put_i64(w, get32(r + AT_QUEUE_ID));
+        LIT(w, ", \"queue_offset\": ");
+        w = put_i64(w, get64(r + AT_QUEUE_OFFSET));
+        LIT(w, ", \"physical_offset\": ");
+        w = put_i64(w, phys);
+        LIT(w, ", \"flag\": ");
+        w = put_i64(w, get32(r + AT_FLAG));
+        LIT(w, ", ");
+        w = put(w, flag_text, flag_len);
+        LIT(w, ", \"born_timestamp\": ");
+        w = put_i64(w, get64(r + AT_BORN_TIMESTAMP));
+        LIT(w, ", \"born_host\": \"");
+        w = put_host(w, r + AT_BORN_HOST);
+        LIT(w, "\", \"store_timestamp\": ");
+        w = put_i64(w, get64(r + AT_STORE_TIMESTAMP));
+        LIT(w, ", \"store_host\": \"");
+        w = put_host(w, r + AT_STORE_HOST);
+        LIT(w, "\", \"reconsume_times\": ");
+        w = put_i64(w, get32(r + AT_RECONSUME_TIMES));
+        LIT(w, ", \"prepared_transaction_offset\": ");
+        w = put_i64(w, get64(r + AT_PREPARED_OFFSET));
         int32_t crc = get32(r + AT_CRC);
-        LIT(&o, ", \"body_crc\": ");
-        put_i64(&o, crc);
+        LIT(w, ", \"body_crc\": ");
+        w = put_i64(w, crc);
         if ((int32_t)(crc32_ieee(r + FIXED_SIZE, blen) & 0x7FFFFFFF) == crc)
-            LIT(&o, ", \"crc_ok\": true, \"stored_body_len\": ");
+            LIT(w, ", \"crc_ok\": true, \"stored_body_len\": ");
         else
-            LIT(&o, ", \"crc_ok\": false, \"stored_body_len\": ");
-        put_i64(&o, blen);
-        LIT(&o, ", \"body_len\": ");
-        put_i64(&o, blen);
-        LIT(&o, ", \"tags\": ");
+            LIT(w, ", \"crc_ok\": false, \"stored_body_len\": ");
+        w = put_i64(w, blen);
+        LIT(w, ", \"body_len\": ");
+        w = put_i64(w, blen);
+        LIT(w, ", \"tags\": ");
         if (tags < 0) {
-            LIT(&o, "null");
+            LIT(w, "null");
         } else {
-            o.p[o.len++] = '"';
-            put(&o, p + val_at[tags], val_len[tags]);
-            o.p[o.len++] = '"';
+            *w++ = '"';
+            w = put(w, p + val_at[tags], val_len[tags]);
+            *w++ = '"';
         }
-        LIT(&o, ", \"keys\": [");
+        LIT(w, ", \"keys\": [");
         if (keys >= 0) {                /* KEYS split on spaces, empty pieces dropped */
             const unsigned char *v = p + val_at[keys];
             Py_ssize_t vl = val_len[keys], s = 0, first = 1;
@@ -343,37 +359,38 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
                     e++;
                 if (e > s) {
                     if (!first)
-                        LIT(&o, ", ");
-                    o.p[o.len++] = '"';
-                    put(&o, v + s, e - s);
-                    o.p[o.len++] = '"';
+                        LIT(w, ", ");
+                    *w++ = '"';
+                    w = put(w, v + s, e - s);
+                    *w++ = '"';
                     first = 0;
                 }
                 s = e;
             }
         }
-        LIT(&o, "], \"uniq_key\": ");
+        LIT(w, "], \"uniq_key\": ");
         if (uniq < 0) {
-            LIT(&o, "null");
+            LIT(w, "null");
         } else {
-            o.p[o.len++] = '"';
-            put(&o, p + val_at[uniq], val_len[uniq]);
-            o.p[o.len++] = '"';
+            *w++ = '"';
+            w = put(w, p + val_at[uniq], val_len[uniq]);
+            *w++ = '"';
         }
-        LIT(&o, ", \"msg_id\": \"");
-        put_hex(&o, r + AT_STORE_HOST, 8);
-        put_hex(&o, r + AT_PHYSICAL_OFFSET, 8);
-        LIT(&o, "\", \"properties\": {");
+        LIT(w, ", \"msg_id\": \"");
+        w = put_hex(w, r + AT_STORE_HOST, 8);
+        w = put_hex(w, r + AT_PHYSICAL_OFFSET, 8);
+        LIT(w, "\", \"properties\": {");
         for (Py_ssize_t j = 0; j < pairs; j++) {
             if (j)
-                LIT(&o, ", ");
-            o.p[o.len++] = '"';
-            put(&o, p + key_at[j], key_len[j]);
-            LIT(&o, "\": \"");
-            put(&o, p + val_at[j], val_len[j]);
-            o.p[o.len++] = '"';
+                LIT(w, ", ");
+            *w++ = '"';
+            w = put(w, p + key_at[j], key_len[j]);
+            LIT(w, "\": \"");
+            w = put(w, p + val_at[j], val_len[j]);
+            *w++ = '"';
         }
-        LIT(&o, "}, \"body_note\": null, \"body\": null, \"body_truncated\": false, \"body_encoding\": \"none\"}\n");
+        LIT(w, "}, \"body_note\": null, \"body\": null, \"body_truncated\": false, \"body_encoding\": \"none\"}\n");
+        o.len = w - o.p;
         pos = rec_end;
     }
     PyObject *text;
