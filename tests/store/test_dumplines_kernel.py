@@ -134,3 +134,20 @@ def test_an_odd_byte_anywhere_in_a_long_value(tmp_path, compiled):
     write_commitlog(d, recs, file_size=1 << 20)
     assert assert_same(d, Filters()).count('"kind": "message"') == len(recs)
     assert compiled.records > 10
+
+
+def test_the_cli_writes_the_reference_bytes_through_the_kernel(stores, tmp_path):
+    """`mqtool store dump --json --body none` (the kernel's lines) is the reference's bytes."""
+    import shutil
+
+    from mqtool_store.reader import CommitLogReader
+    from tests.conftest import run_cli
+    from tests.store.test_dumpjson import reference_text
+    root = tmp_path / "store"
+    shutil.copytree(stores["plain"], root / "commitlog")
+    proc = run_cli("store", "dump", root, "--json", "--body", "none")
+    assert proc.returncode == 0, proc.stderr
+    with CommitLogReader(root / "commitlog") as reader:
+        want = "".join(line + "\n" for line in reference_text(reader, Filters(), "none", None).split("\n")
+                       if line and '"kind": "stop"' not in line)      # (a value holds U+2028: no splitlines)         # the CLI shows clean ends in no line
+    assert proc.stdout == want
