@@ -1,7 +1,7 @@
 """Benchmark: the CLI's start-up (issue 44.4): `--help`, every group's `-h`, a completion TAB,
 `store verify` and `store stats` of a two-record store, each a fresh `mqtool` process.
 
-    python benchmarks/cli_startup.py [--rounds 15] [--quick] [--json]
+    python benchmarks/cli_startup.py [--rounds 15] [--before-tree DIR] [--quick] [--json]
 
 Baselines measured in the same run: `python -c pass` (the interpreter, with this environment's
 site-packages) and `python -c "import typer"` (the CLI framework alone). Every round runs every
@@ -9,6 +9,10 @@ case once, in an order rotated round by round, so a shared machine's drift falls
 each case reports the median wall time and the median CPU time (user + system, of the child),
 and both as ratios to the baselines. Targets (issue 44): `--help` and any `-h` ≤ 0.25 s,
 `store verify` of a tiny store ≤ 0.4 s, on a quiet machine.
+
+With --before-tree DIR (another checkout, e.g. `git archive` of an earlier commit with its store
+kernel built), every mqtool case also runs from that tree in the same rounds ("before: ..."), and
+each case reports its ratio to its before twin.
 
 The children may write and read bytecode caches (__pycache__), as an installed mqtool does:
 PYTHONDONTWRITEBYTECODE, if set here, is dropped for them (with it, every run compiles each of
@@ -51,8 +55,9 @@ def tiny_store(root: Path) -> Path:
     return root
 
 
-def cases(store: Path, quick: bool) -> dict[str, tuple[list[str], dict]]:
-    """name -> (argv, extra environment)."""
+def cases(store: Path, quick: bool, before: dict | None = None) -> dict[str, tuple[list[str], dict]]:
+    """name -> (argv, extra environment); with `before` (the environment that runs another tree), a
+    "before: " twin of every mqtool case."""
     from mqtool.cli import COMMANDS, GROUPS
     cli = mqtool()
     out: dict[str, tuple[list[str], dict]] = {
@@ -73,6 +78,9 @@ def cases(store: Path, quick: bool) -> dict[str, tuple[list[str], dict]]:
                                        "COMP_CWORD": "1"})
         out["TAB: mqtool topic cr"] = (cli, {"_MQTOOL_COMPLETE": "complete_bash", "COMP_WORDS": "mqtool topic cr",
                                              "COMP_CWORD": "2"})
+    if before is not None:
+        for name, (argv, env) in list(out.items())[2:]:
+            out["before: " + name] = (argv, {**env, "PYTHONPATH": before["PYTHONPATH"]})
     return out
 
 
@@ -96,13 +104,19 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="a few cases, 2 rounds (the test suite's smoke run)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-pyc", action="store_true", help="keep PYTHONDONTWRITEBYTECODE for the children")
+    ap.add_argument("--before-tree", metavar="DIR", type=Path, help="another checkout: its mqtool measured too")
     args = ap.parse_args()
     if not args.no_pyc:
         BASE_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
     rounds = 2 if args.quick else args.rounds
     tmp = Path(tempfile.mkdtemp(prefix="mqtool-bench-startup-"))
     try:
-        table = cases(tiny_store(tmp / "store"), args.quick)
+        before = None
+        if args.before_tree:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from brokerproc import tree_env
+            before = tree_env(args.before_tree, tmp)
+        table = cases(tiny_store(tmp / "store"), args.quick, before)
         names = list(table)
         for name in names:                       # once untimed: files in the page cache, .pyc written
             run_once(*table[name])
@@ -135,7 +149,11 @@ def main() -> int:
                       "wall_runs_s": [round(t, 3) for t in walls[n]]}
                   for n in names if n not in (base, typer_)},
     }
-    helps = {n: wall[n] for n in names if n.endswith(("-h", "--help"))}
+    for n, case in result["cases"].items():
+        if "before: " + n in wall:
+            case["wall_vs_before"] = round(wall[n] / wall["before: " + n], 3)
+            case["cpu_vs_before"] = round(cpu[n] / max(cpu["before: " + n], 1e-9), 3)
+    helps = {n: wall[n] for n in names if n.endswith(("-h", "--help")) and not n.startswith("before: ")}
     slowest = max(helps, key=helps.get)
     verify = "mqtool store verify TINY"
     result["targets"] = {
