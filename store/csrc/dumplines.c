@@ -302,7 +302,9 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
             goto done;
         char *w = o.p + o.len;
         w = put(w, head_text, head_len);
+        char *offset_text = w;
         w = put_i64(w, base + pos);
+        Py_ssize_t offset_len = w - offset_text;
         LIT(w, ", \"store_size\": ");
         w = put_i64(w, size);
         LIT(w, ", \"magic\": \"MESSAGE_MAGIC_CODE\", \"topic\": \"");
@@ -312,7 +314,7 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
         LIT(w, ", \"queue_offset\": ");
         w = put_i64(w, get64(r + AT_QUEUE_OFFSET));
         LIT(w, ", \"physical_offset\": ");
-        w = put_i64(w, phys);
+        w = phys == base + pos ? put(w, offset_text, offset_len) : put_i64(w, phys);   /* (as a broker writes it) */
         LIT(w, ", \"flag\": ");
         w = put_i64(w, get32(r + AT_FLAG));
         LIT(w, ", ");
@@ -336,9 +338,11 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
             LIT(w, ", \"crc_ok\": true, \"stored_body_len\": ");
         else
             LIT(w, ", \"crc_ok\": false, \"stored_body_len\": ");
+        char *blen_text = w;
         w = put_i64(w, blen);
+        Py_ssize_t blen_len = w - blen_text;
         LIT(w, ", \"body_len\": ");
-        w = put_i64(w, blen);
+        w = put(w, blen_text, blen_len);
         LIT(w, ", \"tags\": ");
         if (tags < 0) {
             LIT(w, "null");
