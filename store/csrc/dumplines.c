@@ -218,18 +218,22 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
     const char *head_text = PyUnicode_AsUTF8AndSize(head, &head_len), *flag_text = NULL;
     const unsigned char *b = buf.buf;
     long long last_sf = 1LL << 40;      /* (no int32 sysflag) */
-    /* One output buffer for every call (it grows to a call's lines and stays: fresh pages each call cost more
-     * than the lines); the GIL keeps calls apart. */
-    static Out o = {NULL, 0, 0};
-    int ascii = 1;
-    PyObject *result = NULL;
-    o.len = 0;
+    /* ASCII lines (the usual case) are written straight into the str returned, which grows as needed and
+     * is cut to its length at the end. When the first record holds more than ASCII, the lines go to a
+     * buffer kept for such calls (the GIL keeps calls apart) and are decoded from it; a later record
+     * that does ends an ASCII call. */
+    static Out kept = {NULL, 0, 0};
+    Out o = {NULL, 0, 0};
+    PyObject *str = NULL, *result = NULL;
+    int in_kept = 0;
     if (end > buf.len)
         end = buf.len;
     if (stop > end)
         stop = end;
-    if (!head_text || reserve(&o, 1 << 16) < 0)
+    o.cap = (most < 4096 ? (most > 0 ? most : 1) : 4096) * 1024 + 1024;
+    if (!head_text || !(str = PyUnicode_New(o.cap, 127)))
         goto done;
+    o.p = PyUnicode_DATA(str);
     Py_ssize_t key_at[MAX_PAIRS], key_len[MAX_PAIRS], val_at[MAX_PAIRS], val_len[MAX_PAIRS];
     for (; k < most && pos >= 0 && pos < stop && pos + FIXED_SIZE <= end; k++) {
         const unsigned char *r = b + pos;
@@ -245,6 +249,7 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
         if (pl + 2 > rec_end || b[pl] >= 128)
             break;
         long long plen = b[pl] << 8 | b[pl + 1];
+        int ascii = 1;
         if (pl + 2 + plen != rec_end || plen == 0 || plain_run(b + te + 1, 0, tl, &ascii) != tl)
             break;
         /* the properties: pairs in order, each key and value plain, no key twice */
@@ -298,8 +303,24 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
             else if (key_len[j] == 8 && memcmp(name, "UNIQ_KEY", 8) == 0)
                 uniq = j;
         }
-        if (reserve(&o, 1024 + head_len + flag_len + tl + 12 * plen) < 0)
+        if (str && !ascii) {
+            if (k)
+                break;
+            Py_CLEAR(str);
+            o = kept;
+            o.len = 0;
+            in_kept = 1;
+        }
+        Py_ssize_t bound = 1024 + head_len + flag_len + tl + 12 * plen;
+        if (str && o.len + bound > o.cap) {
+            Py_ssize_t cap = o.cap * 2 > o.len + bound ? o.cap * 2 : o.len + bound;
+            if (PyUnicode_Resize(&str, cap) < 0)
+                goto done;
+            o.p = PyUnicode_DATA(str);
+            o.cap = cap;
+        } else if (!str && reserve(&o, bound) < 0) {
             goto done;
+        }
         char *w = o.p + o.len;
         w = put(w, head_text, head_len);
         char *offset_text = w;
@@ -397,20 +418,27 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
         o.len = w - o.p;
         pos = rec_end;
     }
-    PyObject *text;
-    if (ascii) {                        /* (the usual case: a copy, no decoding) */
-        if ((text = PyUnicode_New(o.len, 127)))
-            memcpy(PyUnicode_DATA(text), o.p, o.len);
+    PyObject *text = NULL;
+    if (str) {
+        if (PyUnicode_Resize(&str, o.len) == 0) {
+            text = str;
+            str = NULL;
+        }
     } else {
         text = PyUnicode_DecodeUTF8(o.p, o.len, "strict");
     }
     if (text)
         result = Py_BuildValue("NnL", text, k, pos);
 done:
-    if (o.cap > (64 << 20)) {           /* (a call of huge records: not kept) */
-        PyMem_Free(o.p);
-        o.p = NULL;
-        o.cap = 0;
+    Py_XDECREF(str);
+    if (in_kept) {                      /* (it may have grown, and moved) */
+        kept.p = o.p;
+        kept.cap = o.cap;
+    }
+    if (kept.cap > (64 << 20)) {        /* (a call of huge records: not kept) */
+        PyMem_Free(kept.p);
+        kept.p = NULL;
+        kept.cap = 0;
     }
     PyBuffer_Release(&buf);
     return result;
