@@ -14,6 +14,10 @@ the same run and on the same (page-cached) data:
     (a row dict per record + the CLI's json.dumps), in process, --body none and --body text,
     on the first --dump-records records; and the CLI end to end (`python -m mqtool store dump
     FILE --json`, stdout to /dev/null, start-up included);
+  * `store dump --json --body none` of every record against the bare Python walk of the record
+    length chain (`walk_loop`: one TOTALSIZE hop per record, the baseline), in back-to-back pairs
+    of alternating order: in process with the store kernel's writer, without it (the Python
+    writer, as before issue 44), and the CLI (start-up included);
   * full decode with properties: records/s, MB/s;
   * consume queue scan (numpy over 20-byte units): GB/s;
 each also as a ratio to its baseline, and the anonymous memory (RssAnon) before/after, which
@@ -43,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mqtool_store.commitlog import MessageRecordSchema, encode_blank, encode_record, new_record  # noqa: E402
 from mqtool_store.consumequeue import CqUnitSchema, read_units, valid_prefix  # noqa: E402
+from mqtool_store import dumpjson  # noqa: E402
 from mqtool_store.dump import Filters, dump_commitlog  # noqa: E402
 from mqtool_store.dumpjson import commitlog_json  # noqa: E402
 from mqtool_store.logscan import HeaderScan, RecordIterator, header_table, walk_loop  # noqa: E402
@@ -274,6 +279,37 @@ def main() -> int:
                 "reference_lines_per_s": round(n_tref / t_tref), "fast_lines_per_s": round(n_tfast / t_tfast),
                 "fast_runs_s": [round(t, 3) for t in runs_tfast],
                 "vs_reference": round((n_tfast / t_tfast) / (n_tref / t_tref), 1), "lines": want, "of_records": note}
+
+        # Every record's --body none line against the bare Python walk, in alternating pairs (issue 44.13).
+        def bare_walk():
+            n = 0
+            for p in files:
+                with ReadOnlyMap(p, populate=True) as m:
+                    n += len(walk_loop(m.buf)[0])
+            return n
+
+        def python_writer():
+            compiled, dumpjson.kernel = dumpjson.kernel, None
+            try:
+                return dump_fast(cl_dir, None, "none")
+            finally:
+                dumpjson.kernel = compiled
+        # (the walk also hops each file's closing blank record)
+        assert bare_walk() - len(files) == records == dump_fast(cl_dir, None, "none", count=True)
+        with_kernel = paired(lambda: dump_fast(cl_dir, None, "none"), bare_walk)
+        without_kernel = paired(python_writer, bare_walk)
+        through_cli = paired(lambda: dump_cli(cl_dir, records, "none"), bare_walk)
+        _, t_walk, runs_walk = median_timed(bare_walk, args.repeat)
+        dump["all_records_body_none_vs_walk"] = {
+            "records": records, "walk_records_per_s": round(records / t_walk),
+            "walk_runs_s": [round(t, 3) for t in runs_walk],
+            "kernel_writer_vs_walk": round(statistics.median(with_kernel), 3),
+            "kernel_writer_pairs": [round(r, 3) for r in with_kernel],
+            "python_writer_vs_walk": round(statistics.median(without_kernel), 3),
+            "python_writer_pairs": [round(r, 3) for r in without_kernel],
+            "cli_vs_walk": round(statistics.median(through_cli), 3),
+            "cli_pairs": [round(r, 3) for r in through_cli],
+            "kernel": dumpjson.kernel is not None, "target": "kernel_writer_vs_walk >= 0.5"}
 
         def full_decode():
             n = 0

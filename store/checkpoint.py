@@ -13,19 +13,24 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from construct import Int64sb, Padding, Struct
-
 from .codes import CHECKPOINT_FILE_SIZE
 from .errors import FormatError
+from .lazyschema import on_first_use
 
-CheckpointSchema = Struct(
-    "physic_msg_timestamp" / Int64sb,
-    "logics_msg_timestamp" / Int64sb,
-    "index_msg_timestamp" / Int64sb,
-    "master_flushed_offset" / Int64sb,
-    "confirm_phy_offset" / Int64sb,
-    Padding(CHECKPOINT_FILE_SIZE - 40),
-)
+
+def _schemas() -> dict:
+    from construct import Int64sb, Padding, Struct
+    return {"CheckpointSchema": Struct(
+        "physic_msg_timestamp" / Int64sb,
+        "logics_msg_timestamp" / Int64sb,
+        "index_msg_timestamp" / Int64sb,
+        "master_flushed_offset" / Int64sb,
+        "confirm_phy_offset" / Int64sb,
+        Padding(CHECKPOINT_FILE_SIZE - 40),
+    )}
+
+
+__getattr__ = on_first_use(globals(), _schemas, "CheckpointSchema")
 
 _FIELDS = struct.Struct(">qqqqq")
 

@@ -31,13 +31,11 @@ import ipaddress
 import struct
 from dataclasses import dataclass, field
 
-from construct import (Bytes, Check, Const, GreedyBytes, IfThenElse, Int8sb, Int16sb,
-                       Int32sb, Int64sb, PascalString, Prefixed, Rebuild, Struct, this)
-
 from .codes import (END_FILE_MIN_BLANK_LENGTH, HOST_V6_EXTRA, MSG_FIXED_SIZE_V4,
                     TRANSACTION_TYPE_MASK, MagicCode, Prop, SysFlag, named)
 from .crc import crc32
 from .errors import FormatError
+from .lazyschema import on_first_use
 from .msgid import create_offset_msg_id
 from .properties import format_properties, parse_properties
 
@@ -65,44 +63,51 @@ def record_size(sys_flag: int, body_len: int, topic_len: int, props_len: int, v2
 
 # ---------------------------------------------------------------- construct schema (oracle)
 
-def _host(flag: int):
-    return IfThenElse(this.sys_flag & flag,
-                      Struct("ip" / Bytes(16), "port" / Int32sb),
-                      Struct("ip" / Bytes(4), "port" / Int32sb))
-
-
 def _expected_size(ctx) -> int:
     return record_size(ctx.sys_flag, len(ctx.body), len(ctx.topic.encode()),
                        len(ctx.properties.encode()), ctx.magic == MESSAGE_MAGIC_V2)
 
 
-MessageRecordSchema = Struct(
-    "total_size" / Rebuild(Int32sb, _expected_size),
-    "magic" / Int32sb,
-    Check((this.magic == MESSAGE_MAGIC) | (this.magic == MESSAGE_MAGIC_V2)),
-    "body_crc" / Int32sb,
-    "queue_id" / Int32sb,
-    "flag" / Int32sb,
-    "queue_offset" / Int64sb,
-    "physical_offset" / Int64sb,
-    "sys_flag" / Int32sb,
-    "born_timestamp" / Int64sb,
-    "born_host" / _host(BORN_V6),
-    "store_timestamp" / Int64sb,
-    "store_host" / _host(STORE_V6),
-    "reconsume_times" / Int32sb,
-    "prepared_transaction_offset" / Int64sb,
-    "body" / Prefixed(Int32sb, GreedyBytes),
-    "topic" / IfThenElse(this.magic == MESSAGE_MAGIC_V2,
-                         PascalString(Int16sb, "utf8"), PascalString(Int8sb, "utf8")),
-    "properties" / PascalString(Int16sb, "utf8"),
-    Check(this.total_size == _expected_size),
-)
+def _schemas() -> dict:
+    """MessageRecordSchema and BlankRecordSchema, built on first use (store/lazyschema.py)."""
+    from construct import (Bytes, Check, Const, GreedyBytes, IfThenElse, Int8sb, Int16sb, Int32sb, Int64sb,
+                           PascalString, Prefixed, Rebuild, Struct, this)
 
-BlankRecordSchema = Struct(
-    "total_size" / Int32sb,
-    "magic" / Const(BLANK_MAGIC, Int32sb),
-)
+    def host(flag: int):
+        return IfThenElse(this.sys_flag & flag,
+                          Struct("ip" / Bytes(16), "port" / Int32sb),
+                          Struct("ip" / Bytes(4), "port" / Int32sb))
+
+    message = Struct(
+        "total_size" / Rebuild(Int32sb, _expected_size),
+        "magic" / Int32sb,
+        Check((this.magic == MESSAGE_MAGIC) | (this.magic == MESSAGE_MAGIC_V2)),
+        "body_crc" / Int32sb,
+        "queue_id" / Int32sb,
+        "flag" / Int32sb,
+        "queue_offset" / Int64sb,
+        "physical_offset" / Int64sb,
+        "sys_flag" / Int32sb,
+        "born_timestamp" / Int64sb,
+        "born_host" / host(BORN_V6),
+        "store_timestamp" / Int64sb,
+        "store_host" / host(STORE_V6),
+        "reconsume_times" / Int32sb,
+        "prepared_transaction_offset" / Int64sb,
+        "body" / Prefixed(Int32sb, GreedyBytes),
+        "topic" / IfThenElse(this.magic == MESSAGE_MAGIC_V2,
+                             PascalString(Int16sb, "utf8"), PascalString(Int8sb, "utf8")),
+        "properties" / PascalString(Int16sb, "utf8"),
+        Check(this.total_size == _expected_size),
+    )
+    blank = Struct(
+        "total_size" / Int32sb,
+        "magic" / Const(BLANK_MAGIC, Int32sb),
+    )
+    return {"MessageRecordSchema": message, "BlankRecordSchema": blank}
+
+
+__getattr__ = on_first_use(globals(), _schemas, "MessageRecordSchema", "BlankRecordSchema")
 
 
 # ---------------------------------------------------------------- decoded record

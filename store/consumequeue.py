@@ -17,17 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from construct import Int32sb, Int64sb, Struct
 
 from .codes import CQ_UNIT_SIZE, INT32_MAX
 from .errors import NotFoundError
+from .lazyschema import on_first_use
 from .mappedfiles import MappedFile, list_mapped_files
 
-CqUnitSchema = Struct(
-    "offset" / Int64sb,
-    "size" / Int32sb,
-    "tags_code" / Int64sb,
-)
+
+def _schemas() -> dict:
+    from construct import Int32sb, Int64sb, Struct
+    return {"CqUnitSchema": Struct(
+        "offset" / Int64sb,
+        "size" / Int32sb,
+        "tags_code" / Int64sb,
+    )}
+
+
+__getattr__ = on_first_use(globals(), _schemas, "CqUnitSchema")
 
 CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert CQ_DTYPE.itemsize == CQ_UNIT_SIZE

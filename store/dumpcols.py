@@ -57,7 +57,13 @@ class ColumnWriter:
                 return "", 0
         pp = t["props_pos"][:n]
         pe = pp + t["props_len"][:n]
-        props = _RS.join(map(buf.__getitem__, map(slice, pp.tolist(), pe.tolist())))
+        pieces = list(map(buf.__getitem__, map(slice, pp.tolist(), pe.tolist())))
+        props = _RS.join(pieces)
+        if props.count(_RS) != n - 1:      # a 0x03 in a record's own properties: the run ends before it
+            n = next(i for i, piece in enumerate(pieces) if _RS in piece)
+            if n == 0:
+                return "", 0
+            props = _RS.join(pieces[:n])
         layout = self._layout(props, n)
         if layout is None:
             return "", 0

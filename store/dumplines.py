@@ -51,9 +51,7 @@ class LineParts:
     def hosts_part(self, flag, sf, bip, bport, sip, sport, rt, pto) -> tuple[str, str, str, str]:
         """(flag .. born timestamp key, born host .. store timestamp key, store host .. body CRC
         key, message id prefix)."""
-        # The reference encoder on the four consecutive sysflag keys, braces cut off.
-        flags = json.dumps({"sys_flag": sf, "sys_flags": sys_flag_names(sf), "transaction": transaction_name(sf),
-                            "compression": None}, ensure_ascii=False)[1:-1]
+        flags = self.flags_text(sf)
         _bound(self.hosts)      # prepared transaction offsets can differ on every record
         h = self.hosts[(flag, sf, bip, bport, sip, sport, rt, pto)] = (
             f'{flag}, {flags}, "born_timestamp": ',
@@ -62,6 +60,12 @@ class LineParts:
             f'"prepared_transaction_offset": {pto}, "body_crc": ',
             create_offset_msg_id(sip, sport, 0)[:-16])
         return h
+
+    @staticmethod
+    def flags_text(sf: int) -> str:
+        """The reference encoder on the four consecutive sysflag keys, braces cut off."""
+        return json.dumps({"sys_flag": sf, "sys_flags": sys_flag_names(sf), "transaction": transaction_name(sf),
+                           "compression": None}, ensure_ascii=False)[1:-1]
 
     def shape(self, names: tuple[str, ...]) -> tuple:
         """(no key twice?, index of TAGS, KEYS, UNIQ_KEY among the values) for a list of keys."""

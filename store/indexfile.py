@@ -17,27 +17,34 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
-from construct import Int32sb, Int64sb, Struct
 
 from .codes import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from .errors import FormatError
 from .javahash import index_key_hash
+from .lazyschema import on_first_use
 
-IndexHeaderSchema = Struct(
-    "begin_timestamp" / Int64sb,
-    "end_timestamp" / Int64sb,
-    "begin_phy_offset" / Int64sb,
-    "end_phy_offset" / Int64sb,
-    "hash_slot_count" / Int32sb,
-    "index_count" / Int32sb,
-)
 
-IndexEntrySchema = Struct(
-    "key_hash" / Int32sb,
-    "phy_offset" / Int64sb,
-    "time_diff" / Int32sb,
-    "prev_index" / Int32sb,
-)
+def _schemas() -> dict:
+    from construct import Int32sb, Int64sb, Struct
+    return {
+        "IndexHeaderSchema": Struct(
+            "begin_timestamp" / Int64sb,
+            "end_timestamp" / Int64sb,
+            "begin_phy_offset" / Int64sb,
+            "end_phy_offset" / Int64sb,
+            "hash_slot_count" / Int32sb,
+            "index_count" / Int32sb,
+        ),
+        "IndexEntrySchema": Struct(
+            "key_hash" / Int32sb,
+            "phy_offset" / Int64sb,
+            "time_diff" / Int32sb,
+            "prev_index" / Int32sb,
+        ),
+    }
+
+
+__getattr__ = on_first_use(globals(), _schemas, "IndexHeaderSchema", "IndexEntrySchema")
 
 ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"),
                         ("prev_index", ">i4")])

@@ -88,7 +88,7 @@ def json_lines(text: str) -> list[dict]:
 def store_kernel(request, monkeypatch):
     """Run a store test with the compiled kernel (store/csrc/) and without it: both paths
     must write the same bytes. "kernel" is skipped where it was not built (no C compiler)."""
-    from mqtool_store import dispatch, indexwriter, kernel, messagestore, properties, pullbody, recordrun, stats
+    from mqtool_store import dispatch, dumpjson, indexwriter, kernel, messagestore, properties, pullbody, recordrun, stats
     if request.param == "kernel" and kernel.kernel is None:
         pytest.skip("the store kernel is not built here")
     chosen = kernel.kernel if request.param == "kernel" else None
@@ -99,5 +99,6 @@ def store_kernel(request, monkeypatch):
     monkeypatch.setattr(stats, "kernel", chosen)
     monkeypatch.setattr(properties, "kernel", chosen)
     monkeypatch.setattr(pullbody, "kernel", chosen)
+    monkeypatch.setattr(dumpjson, "kernel", chosen)
     monkeypatch.setattr(kernel, "kernel", chosen)      # (read at call time by mqtool/broker/send.py)
     return chosen

@@ -101,24 +101,75 @@ def test_the_lazy_table_matches_the_commands():
         assert _load(module, attribute).__doc__.strip().splitlines()[0] == text, name
 
 
-def client_import_graph() -> dict[str, set[str]]:
-    """mqtool.client module -> the mqtool.client modules it imports, at the top or inside a function
-    (an import put off to a call still ties the two modules together)."""
-    package = REPO / "mqtool" / "client"
-    modules = {f.stem for f in package.glob("*.py") if f.stem != "__init__"}
+PACKAGES = {"mqtool": "mqtool", "mqtool_store": "store", "mqtool_remoting": "remoting"}   # import name -> folder
+
+
+def module_files(root: Path = REPO, packages: dict[str, str] = PACKAGES) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the packages (a package is its __init__)."""
+    out = {}
+    for name, folder in packages.items():
+        for f in sorted((root / folder).rglob("*.py")):
+            parts = list(f.relative_to(root / folder).with_suffix("").parts)
+            out[".".join([name, *(parts[:-1] if parts[-1] == "__init__" else parts)])] = f
+    return out
+
+
+def _module_level(body: list[ast.stmt]):
+    """The import statements a module runs when it is imported: at its top, in its classes and in
+    if/try/with blocks there, not in functions, nor under `if TYPE_CHECKING:`."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from _module_level(node.orelse)
+        else:
+            for child in ("body", "orelse", "finalbody", "handlers"):
+                if isinstance(getattr(node, child, None), list):
+                    yield from _module_level(getattr(node, child))
+
+
+def import_graph(modules: dict[str, Path], module_level: bool = True) -> dict[str, set[str]]:
+    """Module -> the modules (of `modules`) it imports: with `module_level`, only where importing it
+    runs the import (and then also the packages above each, whose __init__ runs too); otherwise
+    at any level, inside functions too (an import put off to a call still ties the two together)."""
     graph = {}
-    for name in modules:
-        tree = ast.parse((package / f"{name}.py").read_text(), filename=name)
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        nodes = _module_level(tree.body) if module_level else ast.walk(tree)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets = set()
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Import):
-                targets.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                targets.add(node.module)
-                if node.module == "mqtool.client":                   # from mqtool.client import clientcalls
-                    targets.update(f"mqtool.client.{a.name}" for a in node.names)
-        graph[name] = {t.rpartition(".")[2] for t in targets if t.startswith("mqtool.client.")} & modules - {name}
+                wanted = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:                                  # from . import x, from .codes import y
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                # from mqtool.client import clientcalls: the module itself when it is one
+                wanted = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            for target in wanted:
+                while target and target not in modules:        # a name inside a module: the module
+                    target = target.rpartition(".")[0]
+                while target:
+                    if target in modules:
+                        targets.add(target)
+                    if not module_level:
+                        break
+                    target = target.rpartition(".")[0]
+        graph[name] = targets - {name}
     return graph
+
+
+def client_import_graph() -> dict[str, set[str]]:
+    """mqtool.client module -> the mqtool.client modules it imports, at the top or inside a function."""
+    modules = {n: f for n, f in module_files().items() if n.startswith("mqtool.client.")}
+    return {n.rpartition(".")[2]: {t.rpartition(".")[2] for t in ts}
+            for n, ts in import_graph(modules, module_level=False).items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -156,3 +207,39 @@ def test_the_client_modules_import_each_other_without_a_circle():
     assert graph["base"] == set(), graph["base"]            # everything stands on it
     assert graph["trace"] == set(), graph["trace"]          # given a sender, it imports no client
     assert graph["records"] == set(), graph["records"]
+
+
+def test_no_module_imports_itself_through_others():
+    """Issue 44.11: no import circle among mqtool's, mqtool_store's and mqtool_remoting's modules
+    where importing a module runs the import (imports inside functions may close a circle: they
+    run after every module involved is loaded)."""
+    graph = import_graph(module_files())
+    assert len(graph) > 150 and graph["mqtool_store.verify"] >= {"mqtool_store.checkpoint", "mqtool_store"}
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_the_cycle_check_sees_a_circle(tmp_path):
+    """A package whose modules import each other at their tops (relatively, through the package
+    and through a class body) fails the check; the same imports inside functions do not."""
+    pkg = tmp_path / "p"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from p import a\n")
+    (pkg / "a.py").write_text("from .sub import b\n")
+    (pkg / "sub" / "b.py").write_text("class B:\n    from .. import c\n")
+    (pkg / "c.py").write_text("import p.a\n")
+    modules = module_files(tmp_path, {"p": "p"})
+    assert find_cycle(import_graph(modules)) == ["p.a", "p.sub.b", "p.c", "p.a"]
+    (pkg / "c.py").write_text("def later():\n    import p.a\n")
+    assert find_cycle(import_graph(modules)) is None
+    assert find_cycle(import_graph(modules, module_level=False)) == ["p.a", "p.sub.b", "p.c", "p.a"]
+
+
+def test_the_spark_modules_import_each_other_without_a_circle():
+    """Issue 44.11: spark.columns and spark.export imported each other (reference_batches one way,
+    Timer and fast_batches the other), if only inside functions. The reference decoder has a module
+    of its own; export stands on columns, columns on neither export nor the jobs."""
+    modules = {n: f for n, f in module_files().items() if n.startswith("mqtool.spark.")}
+    graph = import_graph(modules, module_level=False)
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+    assert "mqtool.spark.export" not in graph["mqtool.spark.columns"]

@@ -1,8 +1,9 @@
 """The `mqtool` command: one typer app, sub-apps grouped by area.
 
 An area's module is imported only when one of its commands runs: `mqtool --help` is drawn from
-the table below alone, and `mqtool store ...` loads the store commands and nothing else. Shell
-completion builds everything. A test holds the table's help texts to the modules' own.
+the table below alone, and `mqtool store ...` loads the store commands and nothing else; a shell
+completion's TAB loads the area being completed, or the table alone for the first word. A test
+holds the table's help texts to the modules' own; tests/cli/test_startup.py what each path loads.
 """
 from __future__ import annotations
 
@@ -82,9 +83,50 @@ def _root(version: bool = typer.Option(False, "--version", "-V", callback=_versi
     """Apache RocketMQ 4.x in Python: store toolkit, name server, broker and clients."""
 
 
+# The modules whose groups `ops` hangs more commands on when it is imported.
+_WIRED_BY_OPS = ("admin", "broker", "namesrv")
+# typer.rich_utils imports these at its top for Markdown help texts and pretty tracebacks (with
+# markdown_it and pygments: ~65 ms of every command's start-up), neither of which mqtool uses.
+_UNUSED_RICH = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
+
+
+def _stand_in(module: str, name: str) -> type:
+    """A class that is `module.name` once used: calling it or reading an attribute (a classmethod)
+    imports the real one."""
+    def real():
+        return getattr(importlib.import_module(module), name)
+
+    class Later(type):
+        def __getattr__(cls, attribute):
+            return getattr(real(), attribute)
+
+        def __instancecheck__(cls, obj):
+            return isinstance(obj, real())
+
+    return Later(name, (), {"__new__": lambda cls, *args, **kwargs: real()(*args, **kwargs)})
+
+
+def rich_utils():
+    """typer.rich_utils, imported without rich's Markdown and Traceback modules (see _UNUSED_RICH)."""
+    if "typer.rich_utils" not in sys.modules:
+        import types
+        stubs = {}
+        for module, name in _UNUSED_RICH.items():
+            if module not in sys.modules:
+                stubs[module] = sys.modules[module] = types.ModuleType(module)
+                setattr(stubs[module], name, _stand_in(module, name))
+        try:
+            importlib.import_module("typer.rich_utils")
+        finally:
+            for module, stub in stubs.items():      # a later import of them loads the real modules
+                if sys.modules.get(module) is stub:
+                    del sys.modules[module]
+    return sys.modules["typer.rich_utils"]
+
+
 def _load(module: str, attribute: str):
     obj = importlib.import_module(f"mqtool.cli.{module}")
-    if module != "ops":
+    if module in _WIRED_BY_OPS:
         importlib.import_module("mqtool.cli.ops")          # the admin commands' wiring
     for part in attribute.split("."):
         obj = getattr(obj, part)
@@ -118,15 +160,42 @@ def _chosen(args: list[str]) -> str | None:
     return first if first in GROUPS or first in COMMANDS or first in ALIASES else None
 
 
+def _completed_words() -> list[str]:
+    """The words before the one a shell completion is completing, program name left out, read as
+    typer's completion classes read them: bash's COMP_WORDS/COMP_CWORD; zsh's and fish's
+    _TYPER_COMPLETE_ARGS, whose last word is being completed unless the line ends in a space."""
+    import shlex
+
+    def split(line: str) -> list[str]:
+        try:
+            return shlex.split(line)
+        except ValueError:                  # an open quote
+            return line.split()
+    if "COMP_WORDS" in os.environ:
+        try:
+            cword = int(os.environ.get("COMP_CWORD", ""))
+        except ValueError:
+            return []
+        return split(os.environ["COMP_WORDS"])[1:cword]
+    line = os.environ.get("_TYPER_COMPLETE_ARGS", "")
+    words = split(line)[1:]
+    if "_TYPER_COMPLETE_WORD_TO_COMPLETE" in os.environ:        # PowerShell names the word apart
+        return words[:-1] if os.environ["_TYPER_COMPLETE_WORD_TO_COMPLETE"] else words
+    return words if line.endswith(" ") else words[:-1]
+
+
 def main() -> None:
     try:
-        import typer.rich_utils             # typer draws a usage error as a panel there: one line instead
-        typer.rich_utils.rich_format_error = usage_line
+        # typer draws a usage error as a panel there: one line instead
+        rich_utils().rich_format_error = usage_line
     except (ImportError, AttributeError):    # (without rich typer prints click's plain lines)
         pass
     try:
         if os.environ.get("_MQTOOL_COMPLETE"):
-            app = build()
+            # a TAB: the area being completed, or the top level (the table) for the first word;
+            # generating the scripts (source_bash...) needs no command either
+            chosen = _chosen(_completed_words())
+            app = build(chosen) if chosen else build(light=True)
         else:
             chosen = _chosen(sys.argv[1:])
             app = build(chosen) if chosen else build(light=True)

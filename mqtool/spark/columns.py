@@ -3,8 +3,8 @@
 Fixed fields come from `store.logscan.header_table` as they are; variable fields (body, topic,
 hosts, msg id, properties) are gathered with numpy into Arrow buffers through offsets, and
 repeated strings (topics, hosts) are decoded once per distinct value. Only the body CRC check
-and inflating compressed bodies run per record. `export.split_batches` (one `decode_record` per
-record) is the reference: tests hold the two to the same rows. A batch whose properties the
+and inflating compressed bodies run per record. `reference.reference_batches` (one `decode_record`
+per record) is the reference: tests hold the two to the same rows. A batch whose properties the
 vectorised rules do not cover (a key twice in one record, text that is not UTF-8) is decoded
 by the reference instead.
 """
@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from mqtool.spark.reference import reference_batches
 from mqtool.spark.selection import Selection, topic_index
 from mqtool.spark.source import HEADER_CHUNK, Split, open_range
 from mqtool_store.commitlog import BORN_V6, STORE_V6, host_text
@@ -286,7 +287,6 @@ def fast_batches(split: Split, selection: Selection | None = None, batch_rows: i
     With `check`, a split that no longer holds exactly the valid records the plan found (the
     file changed since) raises FormatError instead of exporting something else.
     """
-    from mqtool.spark.export import reference_batches
     selection = selection or Selection()
     timer = timer or Timer()
     with open_range(split.path, split.start, split.end) as (buf, base):

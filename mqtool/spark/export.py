@@ -5,8 +5,8 @@ record-aligned splits, validating every header, counting the rows per topic that
 selection keeps and noting where a file's valid data ends; then one task per split decodes
 the selected records vectorised (`columns.fast_batches`) and writes its own Parquet files with
 pyarrow, which the driver commits when every task has succeeded (`writer`): Spark schedules,
-the JVM never sees a row. `split_batches` (one `decode_record` per record) is the reference
-decoder the fast one is tested against, and `writer="jvm"` the previous path (mapInArrow into
+the JVM never sees a row. `split_batches` (one `decode_record` per record, `reference`) is the
+reference decoder the fast one is tested against, and `writer="jvm"` the previous path (mapInArrow into
 Spark's Parquet writer). Bodies are written inflated (what a consumer receives); `sys_flag`
 keeps the compression bits, and a body whose codec is missing stays as stored.
 """
@@ -16,23 +16,18 @@ import time
 import warnings
 from pathlib import Path
 
+from mqtool.spark.columns import Timer, fast_batches
 from mqtool.spark.progress import describe
+from mqtool.spark.reference import BATCH_ROWS, reference_batches
 from mqtool.spark.schema import COLUMNS, SCHEMA_DDL, arrow_schema  # noqa: F401 - export's names for them
 from mqtool.spark.selection import Selection, topic_index
 from mqtool.spark.source import SPLIT_BYTES, FileScan, Split, local_plan, open_range, plan
-from mqtool_store.codes import Prop
-from mqtool_store.commitlog import decode_record, host_text
-from mqtool_store.compression import decompress
-from mqtool_store.crc import crc32
-from mqtool_store.errors import NotFoundError, StoreError
+from mqtool_store.errors import NotFoundError
 from mqtool_store.logscan import header_table, walk
-from mqtool_store.msgid import create_offset_msg_id
 
 PARTITION_COLUMNS = ("topic", "store_date", "queue_id")
 MODES = ("overwrite", "append", "error")
 WRITERS = ("tasks", "jvm")
-BATCH_ROWS = 8192
-DAY_MS = 86_400_000
 
 
 def selected_positions(buf, base: int, split: Split, selection: Selection):
@@ -55,68 +50,6 @@ def split_batches(split: Split, selection: Selection, batch_rows: int = BATCH_RO
     decoder (one `decode_record` per record) that `columns.fast_batches` is held to."""
     with open_range(split.path, split.start, split.end) as (buf, base):
         yield from reference_batches(buf, base, split, selected_positions(buf, base, split, selection), batch_rows)
-
-
-def reference_batches(buf, base: int, split: Split, positions, batch_rows: int = BATCH_ROWS, offsets=None):
-    """Records at `positions` of buf (bytes of split's file from `base`) decoded one by one.
-    `offsets`: each record's commitlog offset, where buf is not a file's bytes (a pull's answer)."""
-    import pyarrow as pa
-    schema = arrow_schema()
-    hosts: dict = {}
-
-    def host(ip, port):
-        h = hosts.get((ip, port))
-        if h is None:
-            h = hosts[(ip, port)] = host_text(ip, port)
-        return h
-
-    cols = [[] for _ in COLUMNS]
-    (topic, qid, qoff, cl_off, size, body_c, crc_c, crc_ok, flag, sysf, born_ts, born_h, store_ts, store_h,
-     recon, prep, tags, keys, msg_id, uniq, props, date) = cols
-    offs = offsets.tolist() if offsets is not None else None
-    for i, pos in enumerate(positions.tolist()):
-        rec = decode_record(buf, pos, split.end - base)
-        off = offs[i] if offs is not None else split.file_start + base + pos
-        stored = body = rec.body
-        if rec.sys_flag & 1:            # COMPRESSED_FLAG (a plain int test: IntFlag ops are slow here)
-            try:
-                body = decompress(stored, rec.sys_flag)
-            except StoreError:
-                body = stored           # codec not installed or bad stream: keep the bytes as stored
-        p = rec.properties
-        topic.append(rec.topic)
-        qid.append(rec.queue_id)
-        qoff.append(rec.queue_offset)
-        cl_off.append(off)
-        size.append(rec.total_size)
-        body_c.append(body)
-        crc_c.append(rec.body_crc)
-        crc_ok.append(crc32(stored) & 0x7FFFFFFF == rec.body_crc)
-        flag.append(rec.flag)
-        sysf.append(rec.sys_flag)
-        born_ts.append(rec.born_timestamp)
-        born_h.append(host(rec.born_ip, rec.born_port))
-        store_ts.append(rec.store_timestamp)
-        store_h.append(host(rec.store_ip, rec.store_port))
-        recon.append(rec.reconsume_times)
-        prep.append(rec.prepared_transaction_offset)
-        tags.append(p.get(Prop.TAGS))
-        keys.append([k for k in p.get(Prop.KEYS, "").split(" ") if k])
-        msg_id.append(create_offset_msg_id(rec.store_ip, rec.store_port, off))
-        uniq.append(p.get(Prop.UNIQ_KEY))
-        props.append(list(p.items()))
-        date.append(rec.store_timestamp // DAY_MS)
-        if len(topic) >= batch_rows:
-            yield _batch(pa, schema, cols)
-            for c in cols:
-                c.clear()
-    if topic:
-        yield _batch(pa, schema, cols)
-
-
-def _batch(pa, schema, cols):
-    arrays = [pa.array(c, type=f.type) for c, f in zip(cols, schema)]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def summarize(scans: list[FileScan]) -> dict:
@@ -189,7 +122,6 @@ def write_export(spark, scans: list[FileScan], out: str, selection: Selection, p
 
 def _write_tasks(spark, splits: list[Split], selection: Selection, out: str, partition_by, mode: str) -> dict:
     """Each task decodes one split and writes its files; the driver commits them (writer.Job)."""
-    from mqtool.spark.columns import Timer, fast_batches
     from mqtool.spark.writer import Job, write_task
     job = Job(str(out), mode)
     fs, staging, job_id, schema, parts = job.fs, job.staging, job.job, arrow_schema(), list(partition_by or [])
@@ -245,7 +177,6 @@ def export_local(root, out: str, selection: Selection | None = None, split_bytes
     """Single process, no Spark: the same plan, decoder and Parquet writer as a task of `run_export`
     (`columns.fast_batches` into `writer.TaskFiles`), every split in turn into one file in the
     directory `out` (the benchmark's baseline). decoder "reference": `split_batches` instead."""
-    from mqtool.spark.columns import Timer, fast_batches
     from mqtool.spark.writer import TaskFiles, output_fs
     selection = selection or Selection()
     timer = timer or Timer()

@@ -205,7 +205,7 @@ def decode_answers(answers: list[tuple], tags: str = "*"):
 
     from mqtool.common.subscription import Subscription
     from mqtool.spark.columns import table_batch
-    from mqtool.spark.export import reference_batches
+    from mqtool.spark.reference import reference_batches
     from mqtool.spark.schema import live_arrow_schema
     from mqtool.spark.source import Split
     from mqtool_store.logscan import header_table, walk_array

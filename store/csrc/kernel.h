@@ -169,5 +169,6 @@ PyObject *batch_spans(PyObject *self, PyObject *args);
 PyObject *frame_write(PyObject *self, PyObject *args);
 PyObject *frame_units(PyObject *self, PyObject *args);
 PyObject *populate(PyObject *self, PyObject *args);
+PyObject *dump_lines(PyObject *self, PyObject *args);
 
 #endif

@@ -20,6 +20,7 @@
  *   frame_write  written and
  *   frame_units  dispatched from the frame's bytes
  *   populate     a mapped file's pages made present ahead of the appends (the GIL released)
+ *   dump_lines   `store dump --json --body none` lines of plain records, straight from the commit log's bytes
  *
  * One module, mqtool_store._kernel, from this folder's files (setup.py lists them).
  * Layouts: spec/commitlog.md (a V1 record with IPv4 hosts: an 88-byte fixed part), spec/index.md.
@@ -50,6 +51,7 @@ static PyMethodDef methods[] = {
     {"frame_write", frame_write, METH_VARARGS, "Write a placed batch_spans run into a writable buffer."},
     {"frame_units", frame_units, METH_VARARGS, "A placed batch_spans run's consume queue units and index keys."},
     {"populate", populate, METH_VARARGS, "madvise(MADV_POPULATE_WRITE) over part of a writable map: True, or False if unsupported."},
+    {"dump_lines", dump_lines, METH_VARARGS, "store dump --json --body none lines of plain records: (text, records taken)."},
     {"pull_body", pull_body, METH_VARARGS, "A pull's records joined: (body, count, scanned) or None."},
     {NULL, NULL, 0, NULL},
 };

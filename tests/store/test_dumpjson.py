@@ -183,7 +183,9 @@ def plain(tmp_path_factory):
 @pytest.fixture
 def taken(monkeypatch):
     """How many records the column writer wrote (the tests must exercise it, not only the
-    record-by-record path)."""
+    record-by-record path). The store kernel, which writes --body none lines first where it is
+    built, is off (tests/store/test_dumplines_kernel.py holds it to the same bytes)."""
+    monkeypatch.setattr(dumpjson, "kernel", None)
     counts = {"records": 0, "runs": 0}
     lines = ColumnWriter.lines
 
@@ -270,6 +272,17 @@ def test_layouts_of_one_shape_with_other_names(tmp_path, taken):
     write_commitlog(d, recs, file_size=64 * 1024)
     assert assert_same(d, Filters(), "text").count('"kind": "message"') == 200
     assert taken["records"] > 100
+
+
+def test_a_value_holding_the_run_separator(tmp_path, taken):
+    """The column writer joins a run's properties with 0x03 between records: a record whose own
+    properties hold a 0x03 ended its properties there (its line lost the rest)."""
+    recs = [new_record("T", b"b", properties_text=f"KEYS\x01k{i}" + ("\x03x\x02TAGS\x01t" if i % 5 == 3 else ""))
+            for i in range(40)]
+    d = tmp_path / "commitlog"
+    write_commitlog(d, recs, file_size=64 * 1024)
+    assert assert_same(d, Filters(), "text").count("\\u0003") == 2 * 8
+    assert taken["records"] > 20
 
 
 def test_column_runs_on_fixture_stores(basic_store, crashed_store, taken):
