@@ -168,7 +168,7 @@ class AutoSwitchHA:
         self.remote: frozenset[int] | None = None    # being proposed
         self.unsure: frozenset[int] = frozenset()     # members of proposals that got no yes (proposal_failed)
         self.caught_up_ms: dict[int, int] = {}
-        self.confirm_offset = store.commitlog_max_offset
+        self._confirm = store.commitlog_max_offset
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
         self.client: ReplicaClient | None = None
@@ -322,6 +322,21 @@ class AutoSwitchHA:
                 self._propose(self.local - {conn.slave_id})
 
     # ---------------------------------------------------------------- confirmOffset and acks
+
+    @property
+    def confirm_offset(self) -> int:
+        """getConfirmOffset. A master whose acks count only itself (a SyncStateSet of one, or
+        allAckInSyncStateSet=false) has confirmed everything it holds: its max offset, read now (a
+        value kept from the last ack was stale by every put acknowledged alone since, and a replica
+        that acked past it joined the SyncStateSet without that tail). Otherwise, and on a slave,
+        the value last computed or received."""
+        if self.is_master and (not self.cfg.allAckInSyncStateSet or not self.sync_state_set - {self.my_id()}):
+            return self.store.commitlog_max_offset
+        return self._confirm
+
+    @confirm_offset.setter
+    def confirm_offset(self, value: int) -> None:
+        self._confirm = value
 
     def _update_confirm(self) -> None:
         """computeConfirmOffset: the master's max alone or without all-ack; else the smallest ack

@@ -109,3 +109,21 @@ def test_in_sync_replicas_counts_any_connection_and_learners_never_join(tmp_path
     assert proposals == []                              # an async learner never enters the SyncStateSet
     assert ha.replicated(1000)                          # but inSyncReplicas counts any connection
 
+
+
+def test_a_replica_joins_only_once_it_holds_what_the_master_acknowledged_alone(tmp_path):
+    """Issue 43 (a chaos run, 2 replicas): with a SyncStateSet of one, the master acknowledges each
+    put at once. Its confirmOffset is then everything it holds (getConfirmOffset: maxPhyOffset), not
+    the value last computed: a replica reconnecting with part of that tail was proposed (it acked
+    past the stale value), became electable, and a kill of the master then lost what only the
+    master had acknowledged."""
+    ha, proposals = master(tmp_path, allAckInSyncStateSet=True)
+    assert ha.confirm_offset == 1000
+    ha.store.commitlog_max_offset = 2000               # puts acknowledged by the master alone
+    assert ha.replicated(2000) and ha.confirm_offset == 2000
+    c = replica(ha, 2, 1500)
+    ha.acked(c, 1500)                                  # behind what was acknowledged: not proposed
+    assert proposals == []
+    c.ack_offset = 2000
+    ha.acked(c, 2000)
+    assert proposals == [frozenset({1, 2})]
