@@ -40,40 +40,48 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from construct import Const, Int32sb, Int64sb, Padding, Struct
-
 from .codes import (TIMER_CHECK_FILE_SIZE, TIMER_SLOT_SIZE, TIMER_SLOTS_TOTAL, TIMER_UNIT_SIZE, MagicCode,
                     TimerMagic)
 from .errors import FormatError
+from .lazyschema import on_first_use
 
-TimerUnitSchema = Struct(
-    "size" / Const(TIMER_UNIT_SIZE, Int32sb),
-    "prev_pos" / Int64sb,
-    "magic" / Int32sb,
-    "write_time" / Int64sb,
-    "delay" / Int32sb,
-    "offset_py" / Int64sb,
-    "size_py" / Int32sb,
-    "topic_hash" / Int32sb,
-    "reserved" / Int64sb,
-)
-TimerSlotSchema = Struct(
-    "time" / Int64sb,
-    "first_pos" / Int64sb,
-    "last_pos" / Int64sb,
-    "num" / Int32sb,
-    "magic" / Int32sb,
-)
-TimerCheckSchema = Struct(
-    "last_read_time_ms" / Int64sb,
-    "last_timer_log_flush_pos" / Int64sb,
-    "last_timer_queue_offset" / Int64sb,
-    "master_timer_queue_offset" / Int64sb,
-    "state_version" / Int64sb,
-    "timestamp" / Int64sb,
-    "counter" / Int64sb,
-    Padding(TIMER_CHECK_FILE_SIZE - 56),
-)
+
+def _schemas() -> dict:
+    """The construct schemas, built on first use (store/lazyschema.py: no command reads through them)."""
+    from construct import Const, Int32sb, Int64sb, Padding, Struct
+    TimerUnitSchema = Struct(
+        "size" / Const(TIMER_UNIT_SIZE, Int32sb),
+        "prev_pos" / Int64sb,
+        "magic" / Int32sb,
+        "write_time" / Int64sb,
+        "delay" / Int32sb,
+        "offset_py" / Int64sb,
+        "size_py" / Int32sb,
+        "topic_hash" / Int32sb,
+        "reserved" / Int64sb,
+    )
+    TimerSlotSchema = Struct(
+        "time" / Int64sb,
+        "first_pos" / Int64sb,
+        "last_pos" / Int64sb,
+        "num" / Int32sb,
+        "magic" / Int32sb,
+    )
+    TimerCheckSchema = Struct(
+        "last_read_time_ms" / Int64sb,
+        "last_timer_log_flush_pos" / Int64sb,
+        "last_timer_queue_offset" / Int64sb,
+        "master_timer_queue_offset" / Int64sb,
+        "state_version" / Int64sb,
+        "timestamp" / Int64sb,
+        "counter" / Int64sb,
+        Padding(TIMER_CHECK_FILE_SIZE - 56),
+    )
+    return {"TimerUnitSchema": TimerUnitSchema, "TimerSlotSchema": TimerSlotSchema, "TimerCheckSchema": TimerCheckSchema}
+
+
+__getattr__ = on_first_use(globals(), _schemas, "TimerUnitSchema", "TimerSlotSchema", "TimerCheckSchema")
+
 
 # The fast twins (tests hold them to the schemas).
 UNIT = struct.Struct(">iqiqiqiiq")
