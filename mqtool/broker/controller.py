@@ -11,7 +11,7 @@ import time
 from mqtool.broker import admin, adminops, clientcalls, clientreq, fastpull, fastsend, pull, replica, runtime, send, transaction
 from mqtool.broker import timerreq
 from mqtool.broker.acl import requests as acl_requests
-from mqtool.broker import pop as pop_requests
+from mqtool.broker.pop import requests as pop_requests
 from mqtool.broker.pop.service import PopService
 from mqtool.broker.background import cancel
 from mqtool.broker.clients import ConsumerManager, ProducerManager
