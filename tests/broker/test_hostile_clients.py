@@ -310,9 +310,14 @@ def test_malformed_frames_get_an_error_or_a_closed_connection(servers, who):
             """RssAnon once the server has closed every corpus connection (and freed its buffers)."""
             wait_until("the corpus connections closed", lambda: open_sockets(proc.pid) <= sockets, timeout=30)
             return rss_kib(proc.pid)
-        for _ in range(2):                             # warm-up: imports, caches, allocator arenas
+        # warm-up: imports, caches, allocator arenas. The plateau is the highest RssAnon the warm-up
+        # rounds settle at: the allocator may hand memory back after one round and take it again
+        # later (seen: 47 MiB after the second round, 80 MiB two rounds on, as high as before the
+        # change that lowered it), which is no leak
+        plateau = 0
+        for _ in range(3):
             assert run_corpus(addr, corpus) == []
-        plateau = settled_rss()
+            plateau = max(plateau, settled_rss())
         grown = []
         for _ in range(6):
             assert run_corpus(addr, corpus) == []
