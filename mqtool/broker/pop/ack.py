@@ -48,14 +48,20 @@ def _extra(cmd, text: str):
     return extra, None
 
 
+def _checked(ctrl, cmd, h, change: bool):
+    """What an ACK and a CHANGE_INVISIBLE of one message check first: (its ExtraInfo, None), or
+    (None, the refusal): a slave, the topic, queue and offset (`_check`), the ExtraInfo string."""
+    if ctrl.is_slave:
+        return None, cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_REMARK)
+    refused = _check(ctrl, cmd, h.topic, h.queueId, h.offset, change)
+    if refused is not None:
+        return None, refused
+    return _extra(cmd, h.extraInfo)
+
+
 async def ack_message(ctrl, conn, cmd):
     h = from_ext_fields(AckMessageRequestHeader, cmd.ext_fields)
-    if ctrl.is_slave:
-        return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_REMARK)
-    refused = _check(ctrl, cmd, h.topic, h.queueId, h.offset, False)
-    if refused is not None:
-        return refused
-    extra, refused = _extra(cmd, h.extraInfo)
+    extra, refused = _checked(ctrl, cmd, h, False)
     if refused is not None:
         return refused
     if extra.order:
@@ -120,12 +126,7 @@ async def batch_ack_message(ctrl, conn, cmd):
 
 async def change_invisible_time(ctrl, conn, cmd):
     h = from_ext_fields(ChangeInvisibleTimeRequestHeader, cmd.ext_fields)
-    if ctrl.is_slave:
-        return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_REMARK)
-    refused = _check(ctrl, cmd, h.topic, h.queueId, h.offset, True)
-    if refused is not None:
-        return refused
-    extra, refused = _extra(cmd, h.extraInfo)
+    extra, refused = _checked(ctrl, cmd, h, True)
     if refused is not None:
         return refused
     now = now_ms()
