@@ -92,6 +92,7 @@ class BrokerConfig:
     grpcMaxInboundMessageSize: int = 130 * 1024 * 1024
     grpcTlsCertPath: str = ""                  # with grpcTlsKeyPath (PEM files): the gRPC port serves TLS only
     grpcTlsKeyPath: str = ""
+    enableProxyAutoRenew: bool = True          # ReceiveMessage auto_renew: 60 s invisible, renewed until acked (3 h)
     enableTopicMessageTypeCheck: bool = True   # a send's type (FIFO, DELAY, ...) must match the topic's message.type
     enableMixedMessageType: bool = False       # a topic may be message.type=MIXED
     useDelayLevel: bool = False                # a gRPC delivery time also as the 4.x delay level above it

@@ -26,6 +26,7 @@ class SubscriptionGroupConfig:
     retryMaxTimes: int = 16
     retryQueueNums: int = 1
     whichBrokerWhenConsumeSlowly: int = 1
+    consumeMessageOrderly: bool = False      # 5.x: FIFO for POP and gRPC consumers of the group
 
     def to_json(self) -> dict:
         """asdict's dict, written out (asdict's deep copy was a fifth of GET_ALL_SUBSCRIPTIONGROUP_CONFIG's
@@ -35,7 +36,8 @@ class SubscriptionGroupConfig:
                 "consumeFromMinEnable": self.consumeFromMinEnable,
                 "notifyConsumerIdsChangedEnable": self.notifyConsumerIdsChangedEnable,
                 "retryMaxTimes": self.retryMaxTimes, "retryQueueNums": self.retryQueueNums,
-                "whichBrokerWhenConsumeSlowly": self.whichBrokerWhenConsumeSlowly}
+                "whichBrokerWhenConsumeSlowly": self.whichBrokerWhenConsumeSlowly,
+                **({"consumeMessageOrderly": True} if self.consumeMessageOrderly else {})}   # (not in 4.9.8's file)
 
     @classmethod
     def from_json(cls, d: dict) -> "SubscriptionGroupConfig":

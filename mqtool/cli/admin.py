@@ -348,17 +348,22 @@ def group_create(group: Annotated[str, typer.Option("-g", "--group")], namesrv: 
                  broadcast_enable: Annotated[Optional[bool], typer.Option(
                      "--broadcast-enable/--broadcast-disable", help="consumeBroadcastEnable. Default: kept, enabled "
                                                                     "for a new group.")] = None,
+                 orderly: Annotated[Optional[bool], typer.Option(
+                     "--orderly/--not-orderly", help="consumeMessageOrderly (5.x): POP and gRPC consumers of the "
+                                                     "group get FIFO order. Default: kept, off for a new group.")] = None,
                  cluster: Annotated[Optional[str], typer.Option("-c", "--cluster")] = None,
                  broker: Annotated[Optional[str], typer.Option("-b", "--broker")] = None,
                  json_out: JsonOpt = False) -> None:
     """Create or update a subscription group (mqadmin updateSubGroup); what is not given keeps the group's
     current value (mqadmin resets it to the defaults)."""
     done = run(namesrv, lambda a: a.group_update(group, retry_max_times, retry_queue_nums, consume_enable,
-                                                  broadcast_enable, cluster, broker))
+                                                  broadcast_enable, cluster, broker, orderly))
     out_rows([{"group": group, "broker": d["broker"], "retry_max_times": d["retryMaxTimes"],
                "retry_queue_nums": d["retryQueueNums"], "consume_enable": d["consumeEnable"],
-               "broadcast_enable": d["consumeBroadcastEnable"]} for d in done], json_out,
-             ["group", "broker", "retry_max_times", "retry_queue_nums", "consume_enable", "broadcast_enable"])
+               "broadcast_enable": d["consumeBroadcastEnable"], "orderly": bool(d.get("consumeMessageOrderly"))}
+              for d in done], json_out,
+             ["group", "broker", "retry_max_times", "retry_queue_nums", "consume_enable", "broadcast_enable",
+              "orderly"])
 
 
 group_app.command("update")(group_create)

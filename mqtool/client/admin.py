@@ -319,12 +319,14 @@ class Admin(ClientBase):
 
     async def group_update(self, group: str, retry_max_times: int | None = None, retry_queue_nums: int | None = None,
                            consume_enable: bool | None = None, broadcast_enable: bool | None = None,
-                           cluster: str | None = None, broker: str | None = None) -> list[dict]:
+                           cluster: str | None = None, broker: str | None = None,
+                           orderly: bool | None = None) -> list[dict]:
         """Create or update a subscription group on every master of `cluster` (or one broker, or all).
         A value left None keeps what each broker has for the group (a new group: SubscriptionGroupConfig's
         defaults); mqadmin's updateSubGroup resets an existing group's other settings instead."""
         given = {"retryMaxTimes": retry_max_times, "retryQueueNums": retry_queue_nums,
-                 "consumeEnable": consume_enable, "consumeBroadcastEnable": broadcast_enable}
+                 "consumeEnable": consume_enable, "consumeBroadcastEnable": broadcast_enable,
+                 "consumeMessageOrderly": orderly}
         given = {k: v for k, v in given.items() if v is not None}
         done = []
         for name, addr in (await self.masters(cluster, broker)).items():

@@ -49,8 +49,10 @@ class GrpcClient:
     version: str
     settings: object = None                          # the effective Settings last answered
     topics: list[str] = field(default_factory=list)  # producer: the settings' topics (its producer groups)
+    group: str = ""                                  # consumer: its group
     streams: list[asyncio.Queue] = field(default_factory=list)    # open Telemetry streams, newest last
     last_seen: float = field(default_factory=time.monotonic)
+    settled: asyncio.Event = field(default_factory=asyncio.Event)   # set once Settings were answered
 
 
 class GrpcClients:
@@ -84,6 +86,7 @@ class GrpcClients:
         client = self.table.pop(client_id, None)
         if client is not None:
             self.ctrl.producers.channel_closed(client.channel)
+            self.ctrl.consumers.channel_closed(client.channel)
         return client
 
     def push(self, client: GrpcClient, command) -> bool:

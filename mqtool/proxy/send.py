@@ -220,7 +220,7 @@ async def send_one(proxy, client, ctx, topic: str, msg, now_ms: int):
         if props.get(Prop.TRAN_MSG) == "true":
             proxy.transactions.add(topic, uniq, offset, commit_log_offset(ext.get("msgId", "")))
         return pb.SendResultEntry(status=pb.Status(code=Code.OK, message="OK"), message_id=uniq,
-                                  transaction_id=uniq, offset=offset)
+                                  transaction_id=uniq, offset=offset, recall_handle=ext.get("recallHandle") or "")
     if resp.code in PUT_STATUS_CODES:
         return pb.SendResultEntry(status=pb.Status(code=PUT_STATUS_CODES[resp.code], message=resp.remark or ""))
     raise local.status_error(resp)

@@ -4,9 +4,8 @@ do, with no thread hop and no lock; grpc's own I/O runs in its C core. Off unles
 (`mqtool broker start --enable-proxy`), on grpcServerPort (8081).
 
 Served: QueryRoute, Heartbeat, SendMessage, EndTransaction, Telemetry (Settings; orphaned-transaction
-recovery), NotifyClientTermination. The consumer RPCs (QueryAssignment, ReceiveMessage, AckMessage,
-ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue) and RecallMessage end with the gRPC status
-UNIMPLEMENTED and a note until the broker has POP consumption and timer messages; PullMessage,
+recovery), NotifyClientTermination, RecallMessage, and for consumers QueryAssignment, ReceiveMessage,
+AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue over the broker's POP. PullMessage,
 UpdateOffset, GetOffset and QueryOffset are UNIMPLEMENTED as in 5.3.3."""
 from __future__ import annotations
 
@@ -16,8 +15,8 @@ import time
 
 import grpc
 
-from mqtool.broker.acl.perms import PUB
-from mqtool.proxy import auth, route, send, settings, transaction
+from mqtool.broker.acl.perms import PUB, SUB, retry_topic
+from mqtool.proxy import ack, auth, consumer, recall, receive, renew, route, send, settings, transaction
 from mqtool.proxy.clients import GrpcClients
 from mqtool.proxy.codes import ClientType, Code, named
 from mqtool.proxy.context import ProxyError, from_metadata, require_client_id
@@ -27,11 +26,14 @@ from mqtool_remoting.codes import RequestCode
 log = logging.getLogger("mqtool.proxy")
 CLIENT_EXPIRED_MS = 120_000          # a client with no stream and no request for this long is forgotten
 SWEEP_S = 10.0
-NOT_YET = ("{method} is not implemented by mqtool's gRPC endpoint yet: it needs POP consumption in the broker "
-           "(RocketMQ 5 consumers over gRPC are the second half of issue 46). Producers are served; consume "
-           "over remoting meanwhile.")
-NOT_YET_RECALL = "RecallMessage is not implemented by mqtool's gRPC endpoint: the broker has no timer messages yet."
-CONSUMER_RPCS = ("QueryAssignment", "AckMessage", "ForwardMessageToDeadLetterQueue", "ChangeInvisibleDuration")
+UNSERVED = ("PullMessage", "UpdateOffset", "GetOffset", "QueryOffset")   # as in 5.3.3's proxy
+
+
+def _reads(request) -> dict:
+    """A consumer RPC needs SUB on its topic and its group (as `%RETRY%<group>`), as POP does over remoting."""
+    group = request.group.name if request.HasField("group") else ""
+    topic = request.message_queue.topic.name if hasattr(request, "message_queue") else request.topic.name
+    return {topic: SUB, retry_topic(group): SUB}
 
 
 def _ok():
@@ -44,7 +46,10 @@ async def heartbeat(proxy, client, ctx, request):
     kind = named(ClientType, client.settings.client_type)
     if kind == ClientType.PRODUCER:
         proxy.clients.register_producer(client, client.topics)
-    elif kind not in (ClientType.PUSH_CONSUMER, ClientType.SIMPLE_CONSUMER):
+    elif kind in (ClientType.PUSH_CONSUMER, ClientType.SIMPLE_CONSUMER):
+        if client.settings.HasField("subscription"):
+            consumer.register(proxy, client, client.settings)
+    else:
         raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, f"unknown client type: {getattr(kind, 'name', kind)}")
     return pb.HeartbeatResponse(status=_ok())
 
@@ -73,9 +78,10 @@ class GrpcProxy:
         self.ctrl = ctrl
         self.clients = GrpcClients(ctrl, self._check_transaction)
         self.transactions = transaction.TransactionData()
+        self.renewals = renew.Renewals(self)
         self.server = None
         self.port = 0
-        self._sweeper: asyncio.Task | None = None
+        self._tasks: list[asyncio.Task] = []
 
     async def start(self, host: str, port: int) -> "GrpcProxy":
         cfg = self.ctrl.config
@@ -93,14 +99,15 @@ class GrpcProxy:
         if not self.port:
             raise OSError(f"cannot listen on grpcServerPort {port}: address in use")
         await self.server.start()
-        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._sweep()), loop.create_task(self.renewals.run())]
         log.info("gRPC endpoint (RocketMQ 5 clients, proxy Local mode) listening on %s:%d (%s)", host, self.port,
                  "TLS" if cfg.grpcTlsCertPath else "plaintext")
         return self
 
     async def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
+        for task in self._tasks:
+            task.cancel()
         for client in list(self.clients.table.values()):
             for stream in client.streams:
                 stream.put_nowait(None)
@@ -123,11 +130,24 @@ class GrpcProxy:
             "Telemetry": grpc.stream_stream_rpc_method_handler(
                 self._telemetry, request_deserializer=pb.TelemetryCommand.FromString,
                 response_serializer=pb.TelemetryCommand.SerializeToString),
-            "ReceiveMessage": grpc.unary_stream_rpc_method_handler(self._not_yet_stream("ReceiveMessage")),
-            "RecallMessage": grpc.unary_unary_rpc_method_handler(self._not_yet(NOT_YET_RECALL)),
+            "QueryAssignment": self._unary(consumer.query_assignment, pb.QueryAssignmentRequest,
+                                           pb.QueryAssignmentResponse, RequestCode.POP_MESSAGE, _reads),
+            "ReceiveMessage": grpc.unary_stream_rpc_method_handler(
+                self._receive, request_deserializer=pb.ReceiveMessageRequest.FromString,
+                response_serializer=pb.ReceiveMessageResponse.SerializeToString),
+            "AckMessage": self._unary(ack.ack_message, pb.AckMessageRequest, pb.AckMessageResponse,
+                                      RequestCode.ACK_MESSAGE, _reads),
+            "ChangeInvisibleDuration": self._unary(ack.change_invisible_duration, pb.ChangeInvisibleDurationRequest,
+                                                   pb.ChangeInvisibleDurationResponse,
+                                                   RequestCode.CHANGE_MESSAGE_INVISIBLETIME, _reads),
+            "ForwardMessageToDeadLetterQueue": self._unary(
+                ack.forward_message_to_dlq, pb.ForwardMessageToDeadLetterQueueRequest,
+                pb.ForwardMessageToDeadLetterQueueResponse, RequestCode.CONSUMER_SEND_MSG_BACK, _reads),
+            "RecallMessage": self._unary(recall.recall_message, pb.RecallMessageRequest, pb.RecallMessageResponse,
+                                         RequestCode.RECALL_MESSAGE, lambda r: {r.topic.name: PUB}),
         }
-        for method in CONSUMER_RPCS:
-            h[method] = grpc.unary_unary_rpc_method_handler(self._not_yet(NOT_YET.format(method=method)))
+        for method in UNSERVED:
+            h[method] = grpc.unary_unary_rpc_method_handler(self._unserved(method))
         return h
 
     def _context(self, context, code: int = RequestCode.HEART_BEAT, needed: dict | None = None):
@@ -155,17 +175,29 @@ class GrpcProxy:
                                                    response_serializer=response_class.SerializeToString)
 
     @staticmethod
-    def _not_yet(note: str):
+    def _unserved(method: str):
         async def handler(request, context):
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, note)
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented, as in RocketMQ 5.3.3's "
+                                "proxy")
         return handler
 
-    @staticmethod
-    def _not_yet_stream(method: str):
-        async def handler(request, context):
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, NOT_YET.format(method=method))
-            yield b""                     # (an async generator: a server-streaming handler)
-        return handler
+    async def _receive(self, request, context):
+        """ReceiveMessage: a stream of status, messages, delivery timestamp (receive.py)."""
+        try:
+            ctx = self._context(context, RequestCode.POP_MESSAGE, _reads(request))
+        except ProxyError as exc:
+            yield pb.ReceiveMessageResponse(status=pb.Status(code=exc.code, message=exc.message))
+            return
+        client = self.clients.ensure(ctx)
+        client.last_seen = time.monotonic()
+        try:
+            async for item in receive.receive_message(self, client, ctx, request, context):
+                yield item
+        except Exception as exc:  # noqa: BLE001 - an answer, as every other RPC's failures
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            log.exception("gRPC ReceiveMessage failed")
+            yield pb.ReceiveMessageResponse(status=pb.Status(code=Code.INTERNAL_SERVER_ERROR, message=str(exc)))
 
     # ------------------------------------------------------------------ Telemetry
 
@@ -209,8 +241,11 @@ class GrpcProxy:
         except settings.SettingsStreamError as exc:
             return exc
         client.settings = effective
+        client.settled.set()
         if settings.is_producer(effective):
             self.clients.register_producer(client, [t.name for t in effective.publishing.topics])
+        elif effective.HasField("subscription"):
+            consumer.register(self, client, effective)
         return pb.TelemetryCommand(status=_ok(), settings=effective)
 
     def _check_transaction(self, channel, cmd) -> None:

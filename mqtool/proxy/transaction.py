@@ -3,22 +3,19 @@ kept 30 s, taken once), EndTransaction as the broker's END_TRANSACTION, and the 
 CHECK_TRANSACTION_STATE turned into a recover_orphaned_transaction_command on the producer's Telemetry."""
 from __future__ import annotations
 
-import hashlib
-import ipaddress
 import logging
 import time
 
 from mqtool.proxy import local
+from mqtool.proxy.convert import to_message
 from mqtool.proxy.codes import Code, MessageType, TransactionResolution, TransactionSource
 from mqtool.proxy.context import ProxyError
 from mqtool.proxy.descriptors import pb
 from mqtool.proxy.route import validate_topic
-from mqtool.proxy.send import SYSTEM_PROPERTY_KEYS
 from mqtool_remoting.codes import RequestCode
 from mqtool_remoting.command import RemotingCommand
 from mqtool_store.codes import Prop, TransactionType
 from mqtool_store.commitlog import decode_record
-from mqtool_store.properties import parse_properties
 
 log = logging.getLogger("mqtool.proxy")
 DATA_EXPIRE_MS = 30_000            # transactionDataExpireMillis
@@ -74,45 +71,17 @@ async def end_transaction(proxy, client, ctx, request):
     return pb.EndTransactionResponse(status=pb.Status(code=Code.OK, message="OK"))
 
 
-def _host(ip: bytes, port: int) -> str:
-    return f"{ipaddress.ip_address(ip)}:{port}"
-
-
-def to_grpc_message(record, topic: str):
-    """GrpcConverter.buildMessage of a half message for the producer's checker (no receipt handle)."""
-    props = record.parsed_properties or parse_properties(record.properties_text)
-    sp = pb.SystemProperties(message_id=props.get(Prop.UNIQ_KEY, ""), message_type=MessageType.TRANSACTION,
-                             born_host=props.get("__BORNHOST") or _host(record.born_ip, record.born_port),
-                             store_host=_host(record.store_ip, record.store_port), queue_id=record.queue_id,
-                             delivery_attempt=record.reconsume_times + 1)
-    sp.body_digest.type = 2          # MD5
-    sp.body_digest.checksum = hashlib.md5(record.body).hexdigest().upper()
-    sp.body_encoding = 2 if record.sys_flag & 1 else 1
-    sp.born_timestamp.FromMilliseconds(record.born_timestamp)
-    sp.store_timestamp.FromMilliseconds(record.store_timestamp)
-    sp.queue_offset = record.queue_offset
-    if Prop.TAGS in props:
-        sp.tag = props[Prop.TAGS]
-    if props.get(Prop.KEYS):
-        sp.keys.extend(props[Prop.KEYS].split(" "))
-    if "__SHARDINGKEY" in props:
-        sp.message_group = props["__SHARDINGKEY"]
-    if "TRACE_CONTEXT" in props:
-        sp.trace_context = props["TRACE_CONTEXT"]
-    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_KEYS}
-    return pb.Message(topic=pb.Resource(name=topic), user_properties=user, system_properties=sp, body=record.body)
-
-
 def recover_command(proxy, cmd):
     """CHECK_TRANSACTION_STATE (header + the half message's record) -> the Telemetry command, and the
     transaction data its EndTransaction will take (GrpcClientChannel.processCheckTransaction)."""
     ext = cmd.ext_fields or {}
     record = decode_record(cmd.body)
-    props = parse_properties(record.properties_text)
+    props = record.properties
     topic = props.get(Prop.REAL_TOPIC, record.topic)
     tx_id = ext.get("transactionId") or props.get(Prop.UNIQ_KEY, "")
     proxy.transactions.add(topic, tx_id, int(ext.get("tranStateTableOffset", 0)), int(ext.get("commitLogOffset", 0)))
     command = pb.TelemetryCommand()
-    command.recover_orphaned_transaction_command.message.CopyFrom(to_grpc_message(record, topic))
-    command.recover_orphaned_transaction_command.transaction_id = tx_id
+    recover = command.recover_orphaned_transaction_command
+    recover.message.CopyFrom(to_message(record, topic, kind=MessageType.TRANSACTION))
+    recover.transaction_id = tx_id
     return command

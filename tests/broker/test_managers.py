@@ -145,7 +145,10 @@ def test_a_slaves_copy_is_written_by_the_next_rewrite_not_on_the_spot(tmp_path):
 def test_group_to_json_is_asdict_in_its_order():
     from dataclasses import asdict
     cfg = SubscriptionGroupConfig("G", 1, False, True, False, True, 3, 2, 0)
-    assert list(cfg.to_json().items()) == list(asdict(cfg).items())
+    as_4_9_8 = {k: v for k, v in asdict(cfg).items() if k != "consumeMessageOrderly"}
+    assert list(cfg.to_json().items()) == list(as_4_9_8.items()), "a 4.9.8 group's file is unchanged"
+    orderly = SubscriptionGroupConfig("G", consumeMessageOrderly=True)
+    assert list(orderly.to_json().items()) == list(asdict(orderly).items()), "5.x's key only when set"
 
 
 def test_entry_text_is_dumps_fastjson_at_indent_2():

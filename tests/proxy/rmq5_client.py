@@ -9,8 +9,8 @@ import sys
 import threading
 import time
 
-from rocketmq import (ClientConfiguration, Credentials, Message, Producer, TransactionChecker,
-                      TransactionResolution)
+from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression, Message, Producer,
+                      PushConsumer, SimpleConsumer, TransactionChecker, TransactionResolution)
 
 
 def emit(**fields) -> None:
@@ -124,7 +124,99 @@ def bench(endpoint: str, args: dict) -> None:
         p.shutdown()
 
 
-SCENARIOS = {"send": send, "transaction": transaction, "hold": hold, "bench": bench}
+def received(msg) -> dict:
+    return {"message_id": msg.message_id, "body": msg.body.decode(errors="replace"), "tag": msg.tag,
+            "topic": msg.topic, "keys": list(msg.keys or []), "properties": dict(msg.properties or {}),
+            "attempt": msg.delivery_attempt, "type": str(msg.message_type), "group": msg.message_group,
+            "handle": msg.receipt_handle, "delivery_ms": msg.delivery_timestamp, "corrupted": msg.corrupted,
+            "at": time.time()}
+
+
+def subscription(args: dict) -> dict:
+    return {args["topic"]: FilterExpression(args.get("expression", "*"))}
+
+
+def simple(endpoint: str, args: dict) -> None:
+    """A SimpleConsumer: receive until `count` messages came (or `seconds` passed), each acked unless
+    args["ack"] is false; args["change_s"]: change its invisible duration first (then ack)."""
+    config = ClientConfiguration(endpoint, Credentials(args.get("ak", ""), args.get("sk", "")))
+    c = SimpleConsumer(config, args["consumer_group"], subscription(args), await_duration=args.get("await_s", 5))
+    c.startup()
+    try:
+        got, deadline = 0, time.time() + args.get("seconds", 30)
+        while got < args.get("count", 1) and time.time() < deadline:
+            try:
+                msgs = c.receive(args.get("batch", 16), args.get("invisible_s", 15))
+            except Exception as exc:  # noqa: BLE001 - the test reads what the client raised
+                emit(error=type(exc).__name__, text=str(exc))
+                if args.get("stop_on_error", True):
+                    return
+                continue
+            for msg in msgs:
+                got += 1
+                emit(**received(msg))
+                try:
+                    if args.get("change_s"):
+                        c.change_invisible_duration(msg, args["change_s"])
+                        emit(changed=msg.message_id, handle=msg.receipt_handle)
+                    if args.get("ack", True):
+                        c.ack(msg)
+                        emit(acked=msg.message_id)
+                        if args.get("ack_twice"):
+                            c.ack(msg)
+                            emit(acked_again=msg.message_id)
+                except Exception as exc:  # noqa: BLE001
+                    emit(ack_error=type(exc).__name__, text=str(exc), message_id=msg.message_id)
+        if args.get("until"):             # stay up (heartbeats) until the file exists
+            from pathlib import Path
+            deadline = time.time() + args.get("timeout", 60)
+            while not Path(args["until"]).exists() and time.time() < deadline:
+                time.sleep(0.05)
+    finally:
+        c.shutdown()
+
+
+class Listener:
+    """Fails each message's first `fail` calls, then succeeds (a FIFO consumer retries a message
+    locally, with its delivery_attempt unchanged; others get it back from the server)."""
+
+    def __init__(self, fail: int):
+        self.fail = fail
+        self.lock = threading.Lock()
+        self.calls: dict[str, int] = {}
+        self.successes: set[str] = set()
+
+    def consume(self, msg) -> ConsumeResult:
+        with self.lock:
+            calls = self.calls[msg.message_id] = self.calls.get(msg.message_id, 0) + 1
+            emit(call=calls, **received(msg))
+            if calls <= self.fail:
+                return ConsumeResult.FAILURE
+            self.successes.add(msg.message_id)
+            emit(success=msg.message_id)
+            return ConsumeResult.SUCCESS
+
+
+def push(endpoint: str, args: dict) -> None:
+    """A PushConsumer until `count` distinct messages were consumed successfully (or `seconds` passed)."""
+    from rocketmq.v5.consumer.push.message_listener import MessageListener
+    listener = Listener(args.get("fail", 0))
+    MessageListener.register(Listener)
+    config = ClientConfiguration(endpoint, Credentials(args.get("ak", ""), args.get("sk", "")))
+    c = PushConsumer(config, args["consumer_group"], listener, subscription(args))
+    c.startup()
+    try:
+        deadline = time.time() + args.get("seconds", 60)
+        while len(listener.successes) < args.get("count", 1) and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(args.get("linger_s", 0.5))       # the last acks go out on the client's own threads
+        emit(done=len(listener.successes))
+    finally:
+        c.shutdown()
+
+
+SCENARIOS = {"send": send, "transaction": transaction, "hold": hold, "bench": bench, "simple": simple,
+             "push": push}
 
 if __name__ == "__main__":
     SCENARIOS[sys.argv[1]](sys.argv[2], json.loads(sys.argv[3]))
