@@ -1,7 +1,7 @@
-"""Benchmark: a send over gRPC (the official RocketMQ 5 Python client, rocketmq-python-client 5.1.2,
-to `mqtool broker --enable-proxy`) beside a send over remoting (the official C++ client,
-rocketmq==0.4.4), to the same broker in the same run: msg/s and the broker's CPU time per message
-(/proc). Target (issue 46): a gRPC send costs the broker at most 2x a remoting send. The remoting
+"""Benchmark: a send and a receive+ack over gRPC (the official RocketMQ 5 Python client,
+rocketmq-python-client 5.1.2, to `mqtool broker --enable-proxy`) beside a send and a push-consumer
+receive over remoting (the official C++ client, rocketmq==0.4.4), on the same broker in the same run:
+msg/s and the broker's CPU time per message (/proc). Target (issue 46): a gRPC send costs the broker at most 2x a remoting send. The remoting
 send is also measured on a broker without the gRPC endpoint and on one with it on but idle, so that
 what the endpoint costs the remoting fast path shows (it should be nothing). Synchronous
 sends of 128 bytes from one client thread; the gRPC client runs in its own venv (tests/proxy/rmq5venv.py,
@@ -53,6 +53,45 @@ def grpc_sends(python: str, endpoint: str, topic: str, messages: int, processes:
             "broker_cpu_ms_per_msg": round(1000 * cpu / max(sent, 1), 4)}
 
 
+def grpc_receives(python: str, endpoint: str, topic: str, count: int, broker_pid: int) -> dict:
+    """A SimpleConsumer of a new group receiving and acking `count` messages of `topic` (POP underneath)."""
+    p = subprocess.Popen([python, str(SCRIPT), "bench_receive", endpoint,
+                          json.dumps({"topic": topic, "count": count, "consumer_group": f"BenchRecv{os.getpid()}"})],
+                         cwd=SCRIPT.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if '"start"' not in line:
+        raise SystemExit(f"the gRPC consumer did not start: {line or p.stderr.read()[-1000:]}")
+    cpu0 = cpu_seconds(broker_pid)
+    done = json.loads(p.stdout.readline())
+    cpu = cpu_seconds(broker_pid) - cpu0
+    p.communicate(timeout=60)
+    got, seconds = done["received"], done["seconds"]
+    return {"messages": got, "msg_per_s": round(got / seconds) if seconds else 0,
+            "broker_cpu_ms_per_msg": round(1000 * cpu / max(got, 1), 4)}
+
+
+def cpp_receives(namesrv: str, topic: str, count: int, broker_pid: int) -> dict:
+    """The C++ client's push consumer (a new group, from the first offset) consuming `count` messages."""
+    p = subprocess.Popen([sys.executable, "-m", "tests.interop.cpp_client", "push", namesrv,
+                          json.dumps({"topic": topic, "group": f"BenchPush{os.getpid()}", "count": count,
+                                      "timeout": 120, "linger": 0.2})],
+                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if '"started"' not in line:
+        raise SystemExit(f"the C++ consumer did not start: {line or p.stderr.read()[-1000:]}")
+    import time
+    cpu0, start, got = cpu_seconds(broker_pid), time.perf_counter(), 0
+    for line in p.stdout:
+        if '"body"' in line:
+            got += 1
+            if got >= count:
+                break
+    seconds, cpu = time.perf_counter() - start, cpu_seconds(broker_pid) - cpu0
+    p.communicate(timeout=60)
+    return {"messages": got, "msg_per_s": round(got / seconds) if seconds else 0,
+            "broker_cpu_ms_per_msg": round(1000 * cpu / max(got, 1), 4)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=3000, help="gRPC sends per client process")
@@ -87,6 +126,9 @@ def main() -> int:
                                "grpc_client": "rocketmq-python-client 5.1.2", "remoting_client": "rocketmq==0.4.4"},
                       "grpc_1_process": grpc_one, "cpp_1_process": cpp_one}
             remoting = cpp_one.get("broker_cpu_ms_per_msg") or 0
+            received = min(messages, grpc_one["messages"])
+            result["grpc_receive_ack"] = grpc_receives(python, endpoint, "BenchTopic", received, broker.pid)
+            result["cpp_push_receive"] = cpp_receives(broker.namesrv, "BenchTopic", received, broker.pid)
             if processes > 1:
                 result["grpc_n_processes"] = grpc_sends(python, endpoint, "BenchTopic", messages, processes, broker.pid)
                 result["cpp_n_processes"] = run_producers(broker.namesrv, "BenchTopic", 1, processes, seconds,
@@ -102,6 +144,9 @@ def main() -> int:
         result["baseline"] = {"remoting_broker_cpu_ms_per_msg": remoting,
                               "grpc_over_remoting_cpu": round(grpc_one["broker_cpu_ms_per_msg"] / remoting, 2)
                               if remoting else None, "target": "<= 2.0"}
+        push_cpu = result["cpp_push_receive"]["broker_cpu_ms_per_msg"]
+        result["baseline"]["grpc_receive_over_remoting_push_cpu"] = \
+            round(result["grpc_receive_ack"]["broker_cpu_ms_per_msg"] / push_cpu, 2) if push_cpu else None
     finally:
         os.unlink(conf.name)
     if args.json:

@@ -215,7 +215,26 @@ def push(endpoint: str, args: dict) -> None:
         c.shutdown()
 
 
-SCENARIOS = {"send": send, "transaction": transaction, "hold": hold, "bench": bench, "simple": simple,
+def bench_receive(endpoint: str, args: dict) -> None:
+    """A SimpleConsumer receiving (batches of 32) and acking `count` messages: a line when it has
+    started, one when the last ack is through, with the time in between."""
+    config = ClientConfiguration(endpoint, Credentials())
+    c = SimpleConsumer(config, args["consumer_group"], subscription(args), await_duration=5)
+    c.startup()
+    try:
+        emit(phase="start")
+        start, got = time.perf_counter(), 0
+        deadline = time.time() + args.get("seconds", 120)
+        while got < args["count"] and time.time() < deadline:
+            for msg in c.receive(32, 30):
+                c.ack(msg)
+                got += 1
+        emit(phase="done", received=got, seconds=time.perf_counter() - start)
+    finally:
+        c.shutdown()
+
+
+SCENARIOS = {"bench_receive": bench_receive, "send": send, "transaction": transaction, "hold": hold, "bench": bench, "simple": simple,
              "push": push}
 
 if __name__ == "__main__":
