@@ -147,6 +147,14 @@ def plan_cluster(groups: int, replicas: int, store_dir: Path, namesrv: str = DEF
         template.pop(k, None)
     raw_metrics = template.get("metricsPort", "").strip()
     metrics = int(raw_metrics) if raw_metrics.isdigit() else 0      # broker i gets metricsPort + i
+    grpc_base = 0
+    if template.get("enableProxy", "").strip().lower() == "true":     # broker i serves gRPC on grpcServerPort + i
+        from mqtool.broker.config import BrokerConfig
+        raw_grpc = template.get("grpcServerPort", str(BrokerConfig.grpcServerPort)).strip()
+        if not raw_grpc.isdigit() or not 0 < int(raw_grpc) <= 65535 - (groups * replicas - 1):
+            raise ClusterInputError(f"grpcServerPort={raw_grpc} with {count(groups * replicas, 'broker')}: "
+                                    "broker i takes grpcServerPort + i, which must stay within 1..65535")
+        grpc_base = int(raw_grpc)
     brokers = []
     for g in range(groups):
         name = group_name(g)
@@ -165,13 +173,16 @@ def plan_cluster(groups: int, replicas: int, store_dir: Path, namesrv: str = DEF
                          "enableControllerMode": "true", "controllerAddr": controller}
             if metrics:
                 props["metricsPort"] = metrics + i
+            if grpc_base:
+                props["grpcServerPort"] = grpc_base + i
             conf = directory / "broker.conf"
             files[conf] = _props_text(props)
             brokers.append(Member(
                 f"{name}-{r}", "broker", "master" if replicas == 1 else "replica", name,
                 "0" if replicas == 1 else f"r{r}", host, port, directory, conf, directory / "broker.log",
                 directory / "store", ["broker", "start", "-c", str(conf), "--listen", f"{host}:{port}"],
-                [port - 2, port, port + 1, *([metrics + i] if metrics else [])], [port]))
+                [port - 2, port, port + 1, *([metrics + i] if metrics else []), *([grpc_base + i] if grpc_base else [])],
+                [port]))
     return Plan(groups, replicas, store_dir, ns_member, brokers, controller, files, ignored)
 
 

@@ -69,6 +69,20 @@ def test_the_template_is_copied_and_the_cluster_keys_win(tmp_path):
         assert c["allAckInSyncStateSet"] == "false"        # a durability choice the template may make
 
 
+def test_each_broker_gets_its_own_grpc_port(tmp_path):
+    """enableProxy in the template: broker i serves gRPC on grpcServerPort + i (8081 by default), and
+    the port is checked free with the others before anything starts."""
+    plan = plan_cluster(2, 2, tmp_path, base_port=30911, template={"enableProxy": "true"})
+    assert [conf(plan, b)["grpcServerPort"] for b in plan.brokers] == ["8081", "8082", "8083", "8084"]
+    assert [8081 + i in b.ports for i, b in enumerate(plan.brokers)] == [True] * 4
+    plan = plan_cluster(1, 2, tmp_path, base_port=30911, template={"enableProxy": "true", "grpcServerPort": "28081"})
+    assert [conf(plan, b)["grpcServerPort"] for b in plan.brokers] == ["28081", "28082"]
+    plain = plan_cluster(1, 1, tmp_path, template={})
+    assert "grpcServerPort" not in conf(plain, plain.brokers[0])
+    with pytest.raises(ClusterInputError, match="grpcServerPort=65535"):
+        plan_cluster(1, 2, tmp_path, template={"enableProxy": "true", "grpcServerPort": "65535"})
+
+
 def test_written_files_are_the_planned_ones(tmp_path):
     plan = plan_cluster(1, 2, tmp_path / "c")
     write_files(plan)
