@@ -85,7 +85,8 @@ async def query_assignment(proxy, client, ctx, request):
         master = bd.brokerAddrs.get(0) if bd is not None else None
         if master is None:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"broker {qd.brokerName} has no master in the route of {topic}")
-        broker = pb.Broker(name=qd.brokerName, id=0, endpoints=route.endpoints(master, proxy.port))
+        port = await route.peer_grpc_port(ctrl, master, proxy.port)
+        broker = pb.Broker(name=qd.brokerName, id=0, endpoints=route.endpoints(master, port))
         for qid in (range(qd.readQueueNums) if orderly else (-1,)):
             queue = pb.MessageQueue(topic=pb.Resource(name=topic), id=qid, permission=int(_permission(qd.perm)),
                                     broker=broker)
