@@ -137,16 +137,9 @@ class TimerService:
         start = max(0, cp.last_timer_log_flush_pos - size)
         start -= start % size
         positions, units, end = self.log.scan(start)
-        times = (units["write"] + units["delay"]).astype("int64")
-        slot_times, from_end = np.unique(times[::-1], return_index=True)      # each slot's last unit wins
-        for t, k in zip(slot_times.tolist(), (len(times) - 1 - from_end).tolist()):   # (reviseSlot, force)
-            slot = self.wheel.get(t)
-            pos = int(positions[k])
-            if slot.time_ms < 0:
-                self.wheel.put(t, pos, pos, 1)
-            elif slot.last_pos != pos:
-                self.wheel.put(t, slot.first_pos, pos, slot.num, slot.magic)
+        self._relink(positions, units)
         self.log.truncate(end)
+        self._check_phy_pos(start, end, cp.last_read_time_ms)
         store = self.ctrl.store
         lo, hi = store.min_offset(TIMER_TOPIC, 0), store.max_offset(TIMER_TOPIC, 0)
         offset = cp.last_timer_queue_offset
@@ -169,6 +162,38 @@ class TimerService:
         self.write_ms = floor
         log.info("timer store recovered: timerlog end %d (%d units rescanned), enqueue from %d, read from %d",
                  end, len(units), self.queue_offset, self.read_ms)
+
+    def _relink(self, positions, units) -> None:
+        """reviseSlot(force): each slot's last unit among `units` becomes its lastPos."""
+        times = (units["write"] + units["delay"]).astype("int64")
+        slot_times, from_end = np.unique(times[::-1], return_index=True)      # each slot's last unit wins
+        for t, k in zip(slot_times.tolist(), (len(times) - 1 - from_end).tolist()):
+            slot = self.wheel.get(t)
+            pos = int(positions[k])
+            if slot.time_ms < 0:
+                self.wheel.put(t, pos, pos, 1)
+            elif slot.last_pos != pos:
+                self.wheel.put(t, slot.first_pos, pos, slot.num, slot.magic)
+
+    def _check_phy_pos(self, start: int, end: int, read_ms: int) -> None:
+        """TimerWheel.checkPhyPos: a slot still due whose lastPos lies past the recovered end was
+        filled before the rescanned range; rescan from its first unit (nothing is cut this time).
+        A slot left pointing past the end has no unit before it: it is emptied, and its messages
+        are enqueued again from the wheel topic (their queue offsets come after the last unit's)."""
+        slots = self.wheel.slots
+        p = self.precision
+        due = (slots["time"] >= read_ms // p) & (slots["last"] >= end) & (slots["num"] > 0)
+        if not due.any():
+            return
+        first = int(slots["first"][due].min())
+        if 0 <= first < start:
+            positions, units, _ = self.log.scan(first)
+            keep = positions < end
+            self._relink(positions[keep], units[keep])
+        for idx in np.flatnonzero((slots["time"] >= read_ms // p) & (slots["last"] >= end) & (slots["num"] > 0)):
+            self.wheel.put(int(slots["time"][idx]) * p, -1, -1, 0)
+            log.warning("timer recovery: slot %d pointed past the timerlog's end %d; emptied (its messages are "
+                        "enqueued again)", int(slots["time"][idx]) * p, end)
 
     def _queue_offset_of(self, offset_py: int, hi: int) -> int | None:
         cq = self.ctrl.store.queue(TIMER_TOPIC, 0, create=False)

@@ -501,3 +501,60 @@ def test_a_slave_copies_its_masters_timer_checkpoint(tmp_path):
             await master.stop()
             await ns.stop()
     run(scenario())
+
+
+def test_recovery_relinks_a_slot_whose_last_unit_was_cut(tmp_path):
+    """TimerWheel.checkPhyPos: slot S holds unit A in the first timerlog file and unit B at the start of
+    the second; B's unit is torn (a crash), so recovery (from the checkpoint: the second file) cuts the
+    timerlog there. S still points at the cut unit: recovery rescans from S's first unit, S ends at A
+    again, B is enqueued again from the wheel topic, and both arrive at their time."""
+    from mqtool_store.timerlog import TimerCheck
+    from mqtool_store.timerstore import TimerCheckFile
+    unit_file = 52 * 1000
+
+    async def wait_enqueued(broker, n):
+        for _ in range(400):
+            if broker.timer.enqueued >= n:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{broker.timer.enqueued} timer messages enqueued, not {n}")
+
+    async def scenario():
+        ns, broker = await start_pair(tmp_path)
+        producer = Producer(f"127.0.0.1:{ns.port}", "PG")
+        due = int(time.time() * 1000) + 10_000
+        later = due + 3_600_000
+        await producer.send(OutMessage("PhyT", b"A", deliver_time_ms=due), queue=0)
+        for i in range(999):                                   # the rest of the first timerlog file
+            await producer.send(OutMessage("PhyFill", b"f%d" % i, deliver_time_ms=later), queue=0)
+        await wait_enqueued(broker, 1000)
+        await producer.send(OutMessage("PhyT", b"B", deliver_time_ms=due), queue=0)
+        await wait_enqueued(broker, 1001)
+        slot = broker.timer.wheel.get(round_due(due, 100))
+        b_pos = slot.last_pos
+        assert (slot.first_pos, slot.num) == (0, 2) and b_pos >= unit_file        # B in the second file
+        await producer.close()
+        await broker.stop()
+        await ns.stop()
+        root = tmp_path / "broker-a"
+        second = root / "timerlog" / f"{unit_file:020d}"
+        data = bytearray(second.read_bytes())
+        data[b_pos - unit_file:b_pos - unit_file + 4] = (999).to_bytes(4, "big")    # B's unit torn
+        second.write_bytes(bytes(data))
+        check = TimerCheckFile(root / "config" / "timercheck")
+        old = check.read()
+        check.write(TimerCheck(old.last_read_time_ms, 2 * unit_file, 1000, 1000))
+        check.close()
+        ns, broker = await start_pair(tmp_path)
+        await wait_enqueued(broker, 1)                         # B again, at the cut
+        at = b_pos - unit_file
+        prev = int.from_bytes(second.read_bytes()[at + 4:at + 12], "big", signed=True)
+        assert prev == 0, "B's new unit links back to A (not to the cut unit it replaces)"
+        consumer = Consumer(f"127.0.0.1:{ns.port}", "CG")
+        got = await wait_messages(consumer, "PhyT", 2, queues=(0,), timeout=30)
+        assert sorted(m.body for m, _ in got) == [b"A", b"B"]
+        assert all(at >= due for _, at in got)
+        await consumer.close()
+        await broker.stop()
+        await ns.stop()
+    run(scenario())
