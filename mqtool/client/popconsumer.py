@@ -25,6 +25,7 @@ from mqtool.client.records import decode_records
 POP_CK, FIRST_POP_TIME = "POP_CK", "1ST_POP_TIME"
 INIT_MIN, INIT_MAX = 0, 1             # ConsumeInitMode
 MAX_NUMS = 32
+HEARTBEAT_S = 30.0                    # heartbeatBrokerInterval: the group lists this consumer
 EMPTY = (ResponseCode.POLLING_TIMEOUT, ResponseCode.POLLING_FULL, ResponseCode.PULL_NOT_FOUND)
 
 
@@ -115,6 +116,19 @@ class PopConsumer(ClientBase):
         self.invisible_ms, self.poll_ms = invisible_ms, poll_ms
         self.batch, self.order, self.init_mode = min(batch, MAX_NUMS), order, init_mode
         self.attempt_id: str | None = None
+        self._beat_at = float("-inf")
+
+    async def heartbeat(self) -> None:
+        """HEART_BEAT to every broker of the topic: a consumer of its group (consumeType CONSUME_POP, as
+        5.x's pop-mode consumer sends), so `mqtool group connections` lists it."""
+        sub = {"classFilterMode": False, "codeSet": [], "expressionType": self.expression_type,
+               "subString": self.expression, "subVersion": int(time.time() * 1000), "tagsSet": [], "topic": self.topic}
+        body = jsonbody.dumps({"clientID": self.client_id, "producerDataSet": [], "consumerDataSet": [{
+            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_POP", "groupName": self.group,
+            "messageModel": "CLUSTERING", "subscriptionDataSet": [sub], "unitMode": False}]})
+        for _, addr in await self.brokers():
+            check(await self.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body)), "heartbeat")
+        self._beat_at = time.monotonic()
 
     async def brokers(self) -> list[tuple[str, str]]:
         """(broker name, master address) of every broker with readable queues of the topic."""
@@ -148,6 +162,11 @@ class PopConsumer(ClientBase):
 
     async def pop(self, nums: int | None = None, poll_ms: int | None = None) -> list[Popped]:
         """One POP from each broker in turn, until one hands out messages (the last one long-polls)."""
+        if time.monotonic() - self._beat_at >= HEARTBEAT_S:
+            try:
+                await self.heartbeat()
+            except RemotingError:
+                pass                        # a heartbeat is not worth failing a pop over: next time
         brokers = await self.brokers()
         for i, (name, addr) in enumerate(brokers):
             got = await self.pop_from(name, addr, nums, poll_ms if i == len(brokers) - 1 else 0)

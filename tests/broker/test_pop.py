@@ -275,3 +275,22 @@ def test_polling_full_when_too_many_pops_wait_on_one_key(tmp_path):
             assert got.ext_fields == {**got.ext_fields, "hasMsg": "false", "pollingFull": "true"}
             assert (await held).code == ResponseCode.POLLING_TIMEOUT
     run(scenario())
+
+
+def test_a_pop_consumer_is_listed_in_its_group(tmp_path):
+    """A PopConsumer heartbeats (consumeType CONSUME_POP, as 5.x's pop-mode consumer) before its first
+    pop, so the broker's consumer manager lists it in its group with its subscription."""
+    async def scenario():
+        async with running_pair(tmp_path) as (ns, broker, client):
+            await send_n(client, broker.config.broker_addr, "TPL", 1)
+            await broker.register_all()
+            c = consumer(ns, "TPL", init_mode=INIT_MIN, expression="TagA")
+            try:
+                assert broker.consumers.get(G) is None
+                assert len(await c.pop(poll_ms=0)) == 1
+                group = broker.consumers.get(G)
+                assert group.client_ids() == [c.client_id] and group.consume_type == "CONSUME_POP"
+                assert group.subscriptions["TPL"].sub_string == "TagA"
+            finally:
+                await c.close()
+    run(scenario())
