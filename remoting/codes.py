@@ -196,6 +196,10 @@ class RequestCode(IntEnum):
     GET_TIMER_CHECK_POINT = 60
     GET_TIMER_METRICS = 61
     RECALL_MESSAGE = 370
+    # 5.x server-side load balance (QueryAssignmentProcessor; shared/spec/rocketmq5.md 2.1)
+    QUERY_ASSIGNMENT = 400
+    SET_MESSAGE_REQUEST_MODE = 401
+    GET_ALL_MESSAGE_REQUEST_MODE = 402
 
 
 class ResponseCode(IntEnum):

@@ -86,6 +86,11 @@ class BrokerConfig:
     enableRetryTopicV2: bool = False           # %RETRY%group+topic instead of %RETRY%group_topic
     initPopOffsetByCheckMsgInMem: bool = True  # a new group starts at 0 when the first message is in memory
     popResponseReturnActualRetryTopic: bool = False
+    # 5.x server-side load balance (QUERY_ASSIGNMENT; mqtool/broker/pop/assignment.py)
+    defaultMessageRequestMode: str = "PULL"    # PULL or POP: a topic/group no setConsumeMode named
+    defaultPopShareQueueNum: int = -1          # popShareQueueNum of that default when it is POP
+    serverLoadBalancerEnable: bool = True      # false: every client of a clustering group gets every queue
+    loadBalancePollNameServerInterval: int = 30_000   # ms a topic's queues (read from the name server) are kept
     # the gRPC endpoint for RocketMQ 5 clients (5.x ProxyConfig names; mqtool/proxy/), as `mqbroker --enable-proxy`
     enableProxy: bool = False                  # mqtool's key for --enable-proxy: serve gRPC on grpcServerPort
     grpcServerPort: int = 8081
@@ -134,7 +139,8 @@ RUNTIME_KEYS = frozenset("""
     maxTransferBytesOnMessageInMemory maxTransferCountOnMessageInMemory accessMessageInMemoryMaxRatio
     messageIndexEnable haTransferBatchSize haSlaveFallbehindMax slaveTimeout offsetCheckInSlave regionId traceOn
     enablePropertyFilter filterSupportRetry recallMessageEnable timerMaxDelaySec timerStopEnqueue timerStopDequeue
-    timerCongestNumEachSlot timerEnableRetryUntilSuccess
+    timerCongestNumEachSlot timerEnableRetryUntilSuccess defaultMessageRequestMode defaultPopShareQueueNum
+    serverLoadBalancerEnable loadBalancePollNameServerInterval
 """.split())
 
 
@@ -146,6 +152,8 @@ def apply_properties(cfg: BrokerConfig, props: dict[str, str]) -> dict[str, str]
     """Set every known broker key on `cfg`; return the keys it does not know (for the store or a warning)."""
     rest = set_typed_fields(cfg, props)
     check_periods(cfg, ("flushConsumerOffsetInterval", "transactionCheckInterval"))
+    if cfg.defaultMessageRequestMode not in ("PULL", "POP"):
+        raise ValueError(f"defaultMessageRequestMode must be PULL or POP, not {cfg.defaultMessageRequestMode!r}")
     return rest
 
 

@@ -5,6 +5,7 @@ over remoting every 10 s (first after 3 s), as 4.9.8's SlaveSynchronize does: th
 master's fast port (listenPort - 2, BrokerOuterAPI.getAllTopicConfig's VIP channel), the other three
 from its main port, each on its own (one that fails does not stop the others). The master answers
 GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45) and, as 5.x brokers do, GET_BROKER_HA_STATUS (907).
+From a 5.x master a slave also copies the timer checkpoint and the PULL/POP request modes.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import logging
 import time
 
 from mqtool.broker.background import cancel
+from mqtool.broker.pop.requestmode import table_from_json
 from mqtool.broker.subscriptions import SubscriptionGroupConfig
 from mqtool.broker.topics import DataVersion, TopicConfig
 from mqtool.common.vipchannel import vip_channel
@@ -136,6 +138,7 @@ class SlaveSynchronize:
                 log.warning("metadata sync: bad %s body from %s: %s", code.name, self.master_addr, exc)
                 ok = False
         await self._timer_check(master)
+        await self._request_modes(master)
         if refused:     # the same refusal every round is logged once
             hint = ACL_HINT if any("No accessKey" in why for why in refused) else ""
             self._note(f"metadata sync from master {master} refused: {'; '.join(refused)}{hint}")
@@ -187,6 +190,17 @@ class SlaveSynchronize:
                 self.ctrl.timer.adopt(body)
         except (RemotingError, ValueError, OSError) as exc:
             log.debug("timer checkpoint sync from %s: %s", master, exc)
+
+    async def _request_modes(self, master: str) -> None:
+        """5.x: the master's PULL/POP modes (GET_ALL_MESSAGE_REQUEST_MODE), so this broker's QUERY_ASSIGNMENT
+        answers as its master's. Optional: a 4.x master does not know the request."""
+        modes = self.ctrl.pop.request_modes
+        try:
+            body, _why = await self._fetch(master, RequestCode.GET_ALL_MESSAGE_REQUEST_MODE)
+            if body is not None and modes.replace(table_from_json(jsonbody.loads(body) if body else {})):
+                await asyncio.get_running_loop().run_in_executor(None, modes.persist)
+        except (RemotingError, ValueError, TypeError, AttributeError, OSError) as exc:
+            log.debug("message request mode sync from %s: %s", master, exc)
 
     def _groups(self, body: bytes) -> None:
         data = jsonbody.loads(body)

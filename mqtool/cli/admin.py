@@ -369,6 +369,34 @@ def group_create(group: Annotated[str, typer.Option("-g", "--group")], namesrv: 
 group_app.command("update")(group_create)
 
 
+class ConsumeMode(str, Enum):
+    PULL = "PULL"
+    POP = "POP"
+
+
+@group_app.command("set-consume-mode")
+@with_credentials
+def group_set_consume_mode(group: Annotated[str, typer.Option("-g", "--group")],
+                           topic: Annotated[str, typer.Option("-t", "--topic")],
+                           mode: Annotated[ConsumeMode, typer.Option("-m", "--mode", case_sensitive=False,
+                                                                     help="PULL or POP.")],
+                           pop_share_queue_num: Annotated[int, typer.Option(
+                               "-q", "--pop-share-queue-num",
+                               help="POP: each client also pops the queues of the N clients after it; 0 (or N >= "
+                                    "clients - 1): every client pops every queue.")] = 0,
+                           namesrv: NamesrvOpt = "127.0.0.1:9876",
+                           cluster: Annotated[Optional[str], typer.Option("-c", "--cluster")] = None,
+                           broker: Annotated[Optional[str], typer.Option("-b", "--broker",
+                                                                         help="Broker name or address.")] = None,
+                           json_out: JsonOpt = False) -> None:
+    """RocketMQ 5: whether the group's clients pull or pop the topic, as the brokers answer their
+    QUERY_ASSIGNMENT (mqadmin setConsumeMode), on every master of a cluster (or one broker, or all)."""
+    done = run(namesrv, lambda a: a.set_consume_mode(group, topic, mode.value, pop_share_queue_num, cluster, broker))
+    out_rows([{"group": group, "topic": topic, "broker": d["broker"], "mode": d["mode"],
+               "pop_share_queue_num": d["popShareQueueNum"]} for d in done], json_out,
+             ["group", "topic", "broker", "mode", "pop_share_queue_num"])
+
+
 @group_app.command("delete")
 @with_credentials
 def group_delete(group: Annotated[str, typer.Option("-g", "--group")], namesrv: NamesrvOpt = "127.0.0.1:9876",

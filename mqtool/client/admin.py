@@ -337,6 +337,21 @@ class Admin(ClientBase):
             done.append({"broker": name, **cfg})
         return done
 
+    async def set_consume_mode(self, group: str, topic: str, mode: str, pop_share_queue_num: int = 0,
+                               cluster: str | None = None, broker: str | None = None) -> list[dict]:
+        """5.x: whether `group`'s clients pull or pop `topic` (SET_MESSAGE_REQUEST_MODE, mqadmin setConsumeMode),
+        on every master of `cluster` (or one broker, or every master); the brokers answer it in
+        QUERY_ASSIGNMENT. The topic must be on the broker; the group is created there if the broker
+        auto-creates groups."""
+        body = {"consumerGroup": group, "mode": mode, "popShareQueueNum": pop_share_queue_num, "topic": topic}
+        done = []
+        for name, addr in (await self.masters(cluster, broker)).items():
+            check(await self.invoke(addr, RemotingCommand.request(RequestCode.SET_MESSAGE_REQUEST_MODE,
+                                                                  body=jsonbody.dumps(body))),
+                  f"set consume mode of {group} on {topic} at {name}")
+            done.append({"broker": name, "address": addr, **body})
+        return done
+
     async def group_delete(self, group: str, remove_offset: bool = True, cluster: str | None = None) -> dict[str, bool]:
         """Delete the subscription group from every master (of `cluster`); returns broker name ->
         whether that broker had it."""

@@ -148,6 +148,8 @@ POP = {"POP_MESSAGE", "ACK_MESSAGE", "BATCH_ACK_MESSAGE", "PEEK_MESSAGE", "CHANG
        "NOTIFICATION", "POLLING_INFO", "POP_ROLLBACK"}
 # 5.x timer messages (shared/spec/rocketmq5.md §1.9, §1.11): served by mqtool's broker (tests/broker/test_timer.py)
 TIMER_5X = {"GET_TIMER_CHECK_POINT", "GET_TIMER_METRICS", "RECALL_MESSAGE"}
+# 5.x server-side rebalance (rocketmq5.md 2.1, 2.2): served by mqtool's broker (tests/broker/test_assignment.py)
+ASSIGNMENT_5X = {"QUERY_ASSIGNMENT", "SET_MESSAGE_REQUEST_MODE", "GET_ALL_MESSAGE_REQUEST_MODE"}
 
 
 def walk(addr: str, requests: dict[str, tuple[dict, bytes]]) -> dict[str, RemotingCommand]:
@@ -166,8 +168,9 @@ def walk(addr: str, requests: dict[str, tuple[dict, bytes]]) -> dict[str, Remoti
 
 def test_the_table_is_4_9_8s_and_every_code_has_a_place():
     names = {c.name for c in RequestCode}
-    assert len(names) == 120 + len(TIMER_5X)     # RequestCode.java's 95, 5.x's 351, 907, controller mode's 14, POP's 8, mqtool's 90001
-    groups = [set(BROKER), set(NAMESRV), JAVA_HANDLES_NOWHERE, ELSEWHERE, CONTROLLER_MODE, POP, TIMER_5X]
+    # RequestCode.java's 95, 5.x's 351, 907, controller mode's 14, POP's 8, mqtool's 90001
+    assert len(names) == 120 + len(TIMER_5X) + len(ASSIGNMENT_5X)
+    groups = [set(BROKER), set(NAMESRV), JAVA_HANDLES_NOWHERE, ELSEWHERE, CONTROLLER_MODE, POP, TIMER_5X, ASSIGNMENT_5X]
     assert set().union(*groups) == names
     assert sum(len(g) for g in groups) == len(names)     # no code in two places
 

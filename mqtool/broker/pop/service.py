@@ -1,5 +1,6 @@
 """The broker's POP state (rocketmq5.md 2): queue locks, where a group pops from, the revive topic and
-its checkpoint and ack records, held POPs, orderly state and the revive service.
+its checkpoint and ack records, held POPs, orderly state, the revive service, and for QUERY_ASSIGNMENT
+the request modes and the topics' queues.
 
 Checkpoint and ack records are written straight into the revive queue (5.3.3 writes them as timer
 messages due at the invisible time; the revive service here holds a checkpoint in memory until it is
@@ -22,8 +23,10 @@ from mqtool_store.poprecords import (
 )
 from mqtool_store.properties import format_properties
 
+from mqtool.broker.pop.assignment import SubscribeInfo
 from mqtool.broker.pop.orderinfo import ConsumerOrderInfoManager
 from mqtool.broker.pop.polling import PopPolling
+from mqtool.broker.pop.requestmode import MessageRequestModeManager
 from mqtool.broker.pop.revive import ReviveService
 
 CONSUME_INIT_MIN, CONSUME_INIT_MAX = 0, 1       # ConsumeInitMode
@@ -43,6 +46,8 @@ class PopService:
         self.polling = PopPolling(cfg.popPollingSize, cfg.maxPopPollingSize)
         self.order = ConsumerOrderInfoManager(config_dir)
         self.revive = ReviveService(ctrl, self)
+        self.request_modes = MessageRequestModeManager(config_dir)     # PULL or POP per topic/group
+        self.subscribe_info = SubscribeInfo(ctrl)                      # topics' queues, for QUERY_ASSIGNMENT
 
     @property
     def revive_queue_num(self) -> int:
