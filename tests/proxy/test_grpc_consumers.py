@@ -268,3 +268,23 @@ def test_group_connections_list_a_grpc_consumer(rmq5_python, proxy_cluster, tmp_
         until.write_text("")
         proc.communicate(timeout=30)
     assert proc.returncode == 0
+
+
+def test_grpc_traffic_is_counted_in_the_broker_statistics(raw, proxy_cluster):
+    """A gRPC send and a gRPC receive go through the broker's own handlers: its runtime info counts
+    them (msgPutTotalTodayNow, msgGetTotalTodayNow), as `mqtool top` and /metrics read them."""
+    def counts():
+        out = mqtool("broker", "status", "-b", proxy_cluster["broker"], "--json")
+        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        info = {r["key"]: r["value"] for r in rows} if rows and "key" in rows[0] else rows[0]
+        return int(info["msgPutTotalTodayNow"]), int(info["msgGetTotalTodayNow"])
+    group = group_name("GM")
+    mqtool("topic", "create", "-n", proxy_cluster["namesrv"], "-t", "TMETRIC", "-r", "1", "-w", "1")
+    consumer_settings(raw, group, "TMETRIC")
+    put0, get0 = counts()
+    for i in range(3):
+        assert send(raw, message("TMETRIC", b"counted-%d" % i)).status.code == 20000
+    got = messages_of(receive(raw, group, "TMETRIC"))
+    assert len(got) == 3
+    put1, get1 = counts()
+    assert put1 - put0 >= 3 and get1 - get0 >= 3
