@@ -35,13 +35,15 @@ def consumer_settings(raw, group: str, topic: str, client_type: int = 3):
 
 
 def receive(raw, group: str, topic: str, *, invisible_s: float = 10, poll_s: float = 5, batch: int = 16,
-            deadline_s: float | None = 15, auto_renew: bool = False):
+            deadline_s: float | None = 15, auto_renew: bool = False, attempt_id: str | None = None):
     request = pb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=batch, auto_renew=auto_renew,
                                        message_queue=pb.MessageQueue(topic=pb.Resource(name=topic),
                                                                      broker=pb.Broker(name="broker-a")),
                                        filter_expression=pb.FilterExpression(type=1, expression="*"))
     request.invisible_duration.FromMilliseconds(int(invisible_s * 1000))
     request.long_polling_timeout.FromMilliseconds(int(poll_s * 1000))
+    if attempt_id is not None:
+        request.attempt_id = attempt_id
     call = raw.channel.unary_stream(f"/{raw.service}/ReceiveMessage", request_serializer=lambda m: m.SerializeToString(),
                                     response_deserializer=pb.ReceiveMessageResponse.FromString)
     return list(call(request, metadata=raw.metadata(), timeout=deadline_s))
@@ -288,3 +290,23 @@ def test_grpc_traffic_is_counted_in_the_broker_statistics(raw, proxy_cluster):
     assert len(got) == 3
     put1, get1 = counts()
     assert put1 - put0 >= 3 and get1 - get0 >= 3
+
+
+def test_an_orderly_group_blocks_its_queue_until_acked(raw, proxy_cluster):
+    """§4 item 34: an orderly group's receive of a FIFO queue, not acked: another attempt gets nothing
+    from that queue; the same attempt id gets the same messages again (a retry of a lost answer)."""
+    group = group_name("GO")
+    mqtool("group", "create", "-n", proxy_cluster["namesrv"], "-g", group, "--orderly")
+    assert consumer_settings(raw, group, "TF").subscription.fifo is True
+    for i in range(3):
+        assert send(raw, message("TF", b"o%d" % i, message_type=2, message_group="blocking")).status.code == 20000
+    first = messages_of(receive(raw, group, "TF", attempt_id="a1"))
+    assert [m.body for m in first] == [b"o0", b"o1", b"o2"]
+    assert all(m.system_properties.receipt_handle.split(" ")[3] == "999" for m in first)    # orderly revive qid
+    start = time.monotonic()
+    blocked = receive(raw, group, "TF", attempt_id="a2", poll_s=5)
+    assert blocked[0].status.code == 40401 and time.monotonic() - start >= 4.5
+    again = messages_of(receive(raw, group, "TF", attempt_id="a1"))
+    assert [m.system_properties.message_id for m in again] == [m.system_properties.message_id for m in first]
+    for m in again:
+        assert ack(raw, group, "TF", m).status.code == 20000
