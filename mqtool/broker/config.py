@@ -95,8 +95,9 @@ class BrokerConfig:
     enableProxy: bool = False                  # mqtool's key for --enable-proxy: serve gRPC on grpcServerPort
     grpcServerPort: int = 8081
     grpcMaxInboundMessageSize: int = 130 * 1024 * 1024
-    grpcTlsCertPath: str = ""                  # with grpcTlsKeyPath (PEM files): the gRPC port serves TLS only
+    grpcTlsCertPath: str = ""                  # with grpcTlsKeyPath (PEM files): TLS on the gRPC port
     grpcTlsKeyPath: str = ""
+    tlsServerMode: str = ""                    # 5.x tls.server.mode: permissive|enforcing|disabled (tlsfront.py)
     enableProxyAutoRenew: bool = True          # ReceiveMessage auto_renew: 60 s invisible, renewed until acked (3 h)
     enableTopicMessageTypeCheck: bool = True   # a send's type (FIFO, DELAY, ...) must match the topic's message.type
     enableMixedMessageType: bool = False       # a topic may be message.type=MIXED

@@ -145,6 +145,9 @@ class BrokerController:
         if "," in config.storePathCommitLog:      # MessageStoreConfig.MULTI_PATH_SPLITTER
             raise ValueError(f"storePathCommitLog={config.storePathCommitLog}: a commit log over several directories "
                              "(a multi-path commit log) is not implemented in mqtool")
+        if config.enableProxy:
+            from mqtool.proxy.tlsfront import tls_mode
+            tls_mode(config)                      # a TLS mode the gRPC port cannot have, refused before anything opens
         self.acl = self._init_acl(rocketmq_home or config.rocketmqHome or os.environ.get("ROCKETMQ_HOME"))
         self.store_config = MessageStoreConfig(storePathRootDir=config.storePathRootDir,
                                                storePathCommitLog=config.storePathCommitLog,

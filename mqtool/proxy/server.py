@@ -1,7 +1,8 @@
 """The gRPC endpoint: apache.rocketmq.v2.MessagingService served by grpc.aio on the broker's own event
 loop, so every handler calls into the broker (its store, topics, producers) as the remoting handlers
 do, with no thread hop and no lock; grpc's own I/O runs in its C core. Off unless enableProxy=true
-(`mqtool broker start --enable-proxy`), on grpcServerPort (8081).
+(`mqtool broker start --enable-proxy`), on grpcServerPort (8081): plaintext, TLS, or both on the one
+port (tlsServerMode; both go through tlsfront.py).
 
 Served: QueryRoute, Heartbeat, SendMessage, EndTransaction, Telemetry (Settings; orphaned-transaction
 recovery), NotifyClientTermination, RecallMessage, and for consumers QueryAssignment, ReceiveMessage,
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 
 import grpc
@@ -21,6 +23,7 @@ from mqtool.proxy.clients import GrpcClients
 from mqtool.proxy.codes import ClientType, Code, named
 from mqtool.proxy.context import ProxyError, from_metadata, require_client_id
 from mqtool.proxy.descriptors import SERVICE, pb
+from mqtool.proxy.tlsfront import TlsFront, tls_mode
 from mqtool_remoting.codes import RequestCode
 
 log = logging.getLogger("mqtool.proxy")
@@ -62,10 +65,7 @@ async def notify_client_termination(proxy, client, ctx, request):
 
 
 def tls_credentials(cfg):
-    """grpcTlsCertPath + grpcTlsKeyPath (PEM): the port serves TLS only (5.3.3's `tls.server.mode=enforcing`;
-    its default `permissive`, TLS and plaintext on one port, is not possible with grpcio)."""
-    if not (cfg.grpcTlsCertPath and cfg.grpcTlsKeyPath):
-        raise OSError("TLS on the gRPC port needs both grpcTlsCertPath and grpcTlsKeyPath")
+    """grpcTlsCertPath + grpcTlsKeyPath (PEM) as grpc's server credentials."""
     try:
         with open(cfg.grpcTlsKeyPath, "rb") as key, open(cfg.grpcTlsCertPath, "rb") as cert:
             return grpc.ssl_server_credentials([(key.read(), cert.read())])
@@ -80,29 +80,46 @@ class GrpcProxy:
         self.transactions = transaction.TransactionData()
         self.renewals = renew.Renewals(self)
         self.server = None
+        self.front: TlsFront | None = None      # permissive mode only
         self.port = 0
         self._tasks: list[asyncio.Task] = []
 
     async def start(self, host: str, port: int) -> "GrpcProxy":
+        """grpcServerPort in the mode tls_mode gives: `disabled` plaintext and `enforcing` TLS with grpcio on
+        the port itself; `permissive` both, through the front (tlsfront.py)."""
         cfg = self.ctrl.config
+        try:
+            mode = tls_mode(cfg)
+        except ValueError as exc:
+            raise OSError(str(exc)) from None
         self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", cfg.grpcMaxInboundMessageSize),
                                                ("grpc.so_reuseport", 0)])
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, self._handlers()),))
         address = f"{'[::]' if host == '::' else host}:{port}"
+        credentials = None if mode == "disabled" else tls_credentials(cfg)
         try:
-            if cfg.grpcTlsCertPath or cfg.grpcTlsKeyPath:
-                self.port = self.server.add_secure_port(address, tls_credentials(cfg))
+            if mode == "permissive":
+                self.front = TlsFront()
+                self.port = self.front.listen(host, port)
+                self.server.add_insecure_port(self.front.plain_address)
+                self.server.add_secure_port(self.front.tls_address, credentials)
+            elif mode == "enforcing":
+                self.port = self.server.add_secure_port(address, credentials)
             else:
                 self.port = self.server.add_insecure_port(address)
-        except RuntimeError as exc:
-            raise OSError(f"cannot listen on grpcServerPort {port}: {exc}") from None
-        if not self.port:
-            raise OSError(f"cannot listen on grpcServerPort {port}: address in use")
-        await self.server.start()
+            if not self.port:
+                raise OSError("address in use")
+            await self.server.start()
+            if self.front is not None:
+                await self.front.serve()
+        except (OSError, RuntimeError) as exc:
+            await self.stop()
+            reason = os.strerror(exc.errno).lower() if getattr(exc, "errno", None) else exc   # "address already in use"
+            raise OSError(f"cannot listen on grpcServerPort {port}: {reason}") from None
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._sweep()), loop.create_task(self.renewals.run())]
         log.info("gRPC endpoint (RocketMQ 5 clients, proxy Local mode) listening on %s:%d (%s)", host, self.port,
-                 "TLS" if cfg.grpcTlsCertPath else "plaintext")
+                 {"permissive": "plaintext and TLS", "enforcing": "TLS", "disabled": "plaintext"}[mode])
         return self
 
     async def stop(self) -> None:
@@ -111,8 +128,12 @@ class GrpcProxy:
         for client in list(self.clients.table.values()):
             for stream in client.streams:
                 stream.put_nowait(None)
+        if self.front is not None:
+            self.front.stop_accepting()
         if self.server is not None:
             await self.server.stop(grace=1.0)
+        if self.front is not None:
+            self.front.close()
 
     # ------------------------------------------------------------------ the method table
 
@@ -153,7 +174,8 @@ class GrpcProxy:
     def _context(self, context, code: int = RequestCode.HEART_BEAT, needed: dict | None = None):
         """The request's metadata, checked: a client id, and with aclEnable the signature and the
         permissions `needed` (resource -> PUB/SUB) as the remoting request `code` would need them."""
-        ctx = from_metadata(context.invocation_metadata(), context.peer())
+        peer = context.peer() if self.front is None else self.front.real_peer(context.peer())
+        ctx = from_metadata(context.invocation_metadata(), peer)
         require_client_id(ctx)
         if self.ctrl.acl is not None:
             auth.check_acl(ctx, self.ctrl.acl.manager, code, needed or {})

@@ -67,11 +67,12 @@ def proxy_cluster(tmp_path_factory):
 class Raw:
     """Hand-built calls through a plain grpc channel with mqtool's own message classes."""
 
-    def __init__(self, endpoint: str):
+    def __init__(self, endpoint: str, credentials=None):
         import grpc
         from mqtool.proxy.descriptors import SERVICE
         self.grpc = grpc
-        self.channel = grpc.insecure_channel(endpoint)
+        self.channel = grpc.insecure_channel(endpoint) if credentials is None else \
+            grpc.secure_channel(endpoint, credentials)
         self.service = SERVICE
         self.client_id = f"raw@{os.getpid()}@{uuid.uuid4().hex[:8]}"
 
