@@ -297,16 +297,17 @@ def test_an_orderly_group_blocks_its_queue_until_acked(raw, proxy_cluster):
     from that queue; the same attempt id gets the same messages again (a retry of a lost answer)."""
     group = group_name("GO")
     mqtool("group", "create", "-n", proxy_cluster["namesrv"], "-g", group, "--orderly")
-    assert consumer_settings(raw, group, "TF").subscription.fifo is True
+    mqtool("topic", "create", "-n", proxy_cluster["namesrv"], "-t", "TFO", "-r", "2", "-w", "2", "--message-type", "FIFO")
+    assert consumer_settings(raw, group, "TFO").subscription.fifo is True
     for i in range(3):
-        assert send(raw, message("TF", b"o%d" % i, message_type=2, message_group="blocking")).status.code == 20000
-    first = messages_of(receive(raw, group, "TF", attempt_id="a1"))
+        assert send(raw, message("TFO", b"o%d" % i, message_type=2, message_group="blocking")).status.code == 20000
+    first = messages_of(receive(raw, group, "TFO", attempt_id="a1"))
     assert [m.body for m in first] == [b"o0", b"o1", b"o2"]
     assert all(m.system_properties.receipt_handle.split(" ")[3] == "999" for m in first)    # orderly revive qid
     start = time.monotonic()
-    blocked = receive(raw, group, "TF", attempt_id="a2", poll_s=5)
+    blocked = receive(raw, group, "TFO", attempt_id="a2", poll_s=5)
     assert blocked[0].status.code == 40401 and time.monotonic() - start >= 4.5
-    again = messages_of(receive(raw, group, "TF", attempt_id="a1"))
+    again = messages_of(receive(raw, group, "TFO", attempt_id="a1"))
     assert [m.system_properties.message_id for m in again] == [m.system_properties.message_id for m in first]
     for m in again:
-        assert ack(raw, group, "TF", m).status.code == 20000
+        assert ack(raw, group, "TFO", m).status.code == 20000
