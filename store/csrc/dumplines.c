@@ -239,22 +239,6 @@ static inline char *put_host(char *d, const unsigned char *h)
     return put_i64(d, get32(h + 4));
 }
 
-/* The last host written and its text: a store's records mostly share their two hosts. */
-typedef struct {
-    unsigned char raw[8];
-    char text[32];
-    int len;
-} HostText;
-
-static inline char *put_host_cached(char *d, const unsigned char *h, HostText *c)
-{
-    if (c->len == 0 || memcmp(c->raw, h, 8) != 0) {
-        memcpy(c->raw, h, 8);
-        c->len = (int)(put_host(c->text, h) - c->text);
-    }
-    return put(d, c->text, c->len);
-}
-
 static inline char *put_hex(char *d, const unsigned char *s, int n)
 {
     static const char digits[] = "0123456789ABCDEF";
@@ -263,6 +247,24 @@ static inline char *put_hex(char *d, const unsigned char *s, int n)
         *d++ = digits[s[k] & 15];
     }
     return d;
+}
+
+/* The last host written, its text and its hex (the msg_id's first half): a store's records mostly
+ * share their two hosts. */
+typedef struct {
+    unsigned char raw[8];
+    char text[32], hex[16];
+    int len;
+} HostText;
+
+static inline char *put_host_cached(char *d, const unsigned char *h, HostText *c)
+{
+    if (c->len == 0 || memcmp(c->raw, h, 8) != 0) {
+        memcpy(c->raw, h, 8);
+        c->len = (int)(put_host(c->text, h) - c->text);
+        put_hex(c->hex, h, 8);
+    }
+    return put(d, c->text, c->len);
 }
 
 /* dump_lines(buf, pos, end, stop, most, base, head, sysflags[, as_bytes]) -> (text, k, next): the
@@ -475,7 +477,7 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
             *w++ = '"';
         }
         LIT(w, ", \"msg_id\": \"");
-        w = put_hex(w, r + AT_STORE_HOST, 8);
+        w = put(w, store_host.hex, 16);           /* (the store host was just written: its hex is this one's) */
         w = put_hex(w, r + AT_PHYSICAL_OFFSET, 8);
         LIT(w, "\", \"properties\": {");
         for (Py_ssize_t j = 0; j < pairs; j++) {
