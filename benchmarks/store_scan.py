@@ -17,7 +17,8 @@ the same run and on the same (page-cached) data:
   * `store dump --json --body none` of every record against the bare Python walk of the record
     length chain (`walk_loop`: one TOTALSIZE hop per record, the baseline), in back-to-back pairs
     of alternating order: in process with the store kernel's writer, without it (the Python
-    writer, as before issue 44), and the CLI (start-up included);
+    writer, as before issue 44), and the CLI (start-up included); the CLI also in CPU time
+    (user + system, its own against the walk's), which a busy machine moves less than wall time;
   * full decode with properties: records/s, MB/s;
   * consume queue scan (numpy over 20-byte units): GB/s;
 each also as a ratio to its baseline, and the anonymous memory (RssAnon) before/after, which
@@ -32,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import struct
@@ -147,14 +149,17 @@ def dump_reference(directory: Path, limit: int, body: str, **filters) -> int:
 
 
 def dump_fast(directory: Path, limit: int, body: str, count: bool = False, **filters) -> int:
-    """The fast writer, as the CLI drives it (chunks of lines straight to the output); with
-    `count`, the number of lines written (an untimed check: counting costs ~8% of the run)."""
+    """The fast writer, as the CLI drives it (chunks of lines straight to a binary output: the store
+    kernel's as bytes, the rest encoded); with `count`, the number of lines written (an untimed
+    check: counting costs ~8% of the run)."""
     n = 0
-    with CommitLogReader(directory) as reader, open(os.devnull, "w", encoding="utf-8") as out:
-        for item in commitlog_json(reader, Filters(limit=limit, **filters), body, None, None):
+    with CommitLogReader(directory) as reader, open(os.devnull, "wb") as out:
+        for item in commitlog_json(reader, Filters(limit=limit, **filters), body, None, None, as_bytes=True):
             if isinstance(item, str):
+                item = item.encode()
+            if isinstance(item, bytes):
                 if count:
-                    n += item.count("\n")
+                    n += item.count(b"\n")
                 out.write(item)
     return n
 
@@ -166,6 +171,14 @@ def dump_cli(path: Path, limit: int, body: str) -> float:
         subprocess.run([sys.executable, "-m", "mqtool", "store", "dump", str(path), "--json", "--body", body,
                         "--limit", str(limit)], stdout=null, check=True, cwd=REPO)
     return time.perf_counter() - t0
+
+
+def cli_cpu(path: Path, limit: int, body: str) -> float:
+    """CPU seconds (user + system) of dump_cli's command: on a shared machine, steadier than its wall time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    dump_cli(path, limit, body)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def main() -> int:
@@ -299,6 +312,12 @@ def main() -> int:
         with_kernel = paired(lambda: dump_fast(cl_dir, None, "none"), bare_walk)
         without_kernel = paired(python_writer, bare_walk)
         through_cli = paired(lambda: dump_cli(cl_dir, records, "none"), bare_walk)
+        cli_cpu_pairs = []           # the same in CPU time: walk (this process) / CLI (the child)
+        for i in range(max(2 * args.repeat + 1, 3)):
+            t0 = time.process_time()
+            bare_walk()
+            walk_cpu = time.process_time() - t0
+            cli_cpu_pairs.append(walk_cpu / cli_cpu(cl_dir, records, "none"))
         _, t_walk, runs_walk = median_timed(bare_walk, args.repeat)
         dump["all_records_body_none_vs_walk"] = {
             "records": records, "walk_records_per_s": round(records / t_walk),
@@ -309,7 +328,9 @@ def main() -> int:
             "python_writer_pairs": [round(r, 3) for r in without_kernel],
             "cli_vs_walk": round(statistics.median(through_cli), 3),
             "cli_pairs": [round(r, 3) for r in through_cli],
-            "kernel": dumpjson.kernel is not None, "target": "kernel_writer_vs_walk >= 0.5"}
+            "cli_vs_walk_cpu": round(statistics.median(cli_cpu_pairs), 3),
+            "cli_cpu_pairs": [round(r, 3) for r in cli_cpu_pairs],
+            "kernel": dumpjson.kernel is not None, "target": "kernel_writer_vs_walk and cli_vs_walk >= 0.5"}
 
         def full_decode():
             n = 0

@@ -54,12 +54,13 @@ _COMPILED_CHUNK = 100
 
 
 def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int | None,
-                   encode_row: Callable[[dict], str]) -> Iterator[str | dict]:
+                   encode_row: Callable[[dict], str], as_bytes: bool = False) -> Iterator[str | bytes | dict]:
     """What `dump_commitlog` yields, with each message row already a JSON line.
 
     Yields text (whole lines, many at a time) and stop rows (dicts), in the reference's order.
     `encode_row(row)` turns a reference row into its line (the CLI's own rendering), for the
-    records the fast path leaves to the reference.
+    records the fast path leaves to the reference. With `as_bytes` the store kernel's lines come
+    as their UTF-8 bytes (for a binary output: no str built and encoded again); the rest stays str.
     """
     if body_mode not in BODY_MODES:
         raise ValueError(f"body mode {body_mode!r}")
@@ -98,7 +99,7 @@ def commitlog_json(reader: CommitLogReader, f: Filters, body_mode: str, cap: int
         while pos + 8 <= end:
             if compiled is not None and singles <= 0 and count < limit_n:
                 text, n, nxt = compiled(buf, pos, end, stop, min(limit_n - count, _COMPILED_CHUNK), base, head,
-                                        sysflags)
+                                        sysflags, as_bytes)
                 if n:
                     if ends or lines:
                         yield from _flushed(lines, ends)

@@ -4,7 +4,7 @@ Built by `pip install` when a C compiler is there (setup.py marks it optional). 
 in the environment turns it off, for comparing the two paths (the tests run both) and for
 benchmarks. What uses it: recordrun.py (a batch put as one run), dispatch.py (its consume queue
 units and keys), indexwriter.py (index entries), stats.py (per-queue totals), properties.py (parse),
-pullbody.py (a pull's joined body), dumpcols.py (`store dump --json --body none` lines), and the broker's send.py (a batch body's entries; it reads
+pullbody.py (a pull's joined body), dumpjson.py (`store dump --json --body none` lines, as str or bytes), and the broker's send.py (a batch body's entries; it reads
 `kernel` from this module at call time, so tests switch it here).
 """
 from __future__ import annotations

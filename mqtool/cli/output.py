@@ -23,6 +23,21 @@ def emit_json(obj) -> None:
     sys.stdout.write(json_line(obj))
 
 
+def utf8_stdout():
+    """sys.stdout's binary layer, its text layer flushed, where UTF-8 bytes written there are what
+    writing their text to sys.stdout would write (it encodes UTF-8 and writes newlines as they
+    are); else None. (Bulk output skips an encode and a copy per chunk.)"""
+    import codecs
+    import os
+    out = sys.stdout
+    buffer = getattr(out, "buffer", None)
+    encoding = getattr(out, "encoding", None)
+    if buffer is None or not encoding or os.linesep != "\n" or codecs.lookup(encoding).name != "utf-8":
+        return None
+    out.flush()
+    return buffer
+
+
 def json_line(obj) -> str:
     """One JSON line, as every --json output writes it."""
     return json.dumps(obj, ensure_ascii=False, default=_json_default) + "\n"

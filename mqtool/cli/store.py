@@ -8,7 +8,7 @@ import typer
 
 from mqtool.cli.errors import EXIT_PROBLEMS, EXIT_USAGE, UsageError, err_console, register_lazy
 from mqtool.cli.output import (BODY_MODES, check_choice, console, count, emit_json, fmt_time, json_line,
-                               parse_time, render_body, table)
+                               parse_time, render_body, table, utf8_stdout)
 from mqtool.cli.recover import recover
 
 app = typer.Typer(help="Read a store directory offline: dump, stats, verify, query.",
@@ -141,15 +141,28 @@ def _dump_commitlog_json(path: Path, k, filters, body: str, cap: int | None, sto
         row["body"], row["body_truncated"], row["body_encoding"] = text, cut, body
         return json_line(row)
 
-    write = sys.stdout.write
+    # Where stdout takes UTF-8 bytes, the store kernel's lines come as bytes and go to its binary layer
+    # as they are, and the rest encoded as its text layer would: all of it there, so the order stays.
+    binary = utf8_stdout()
+    if binary is None:
+        write = text = sys.stdout.write
+    else:
+        write, errors = binary.write, sys.stdout.errors or "strict"
+
+        def text(s: str) -> None:
+            write(s.encode("utf-8", errors))
     with commitlog_reader(path, k) as reader:
-        for item in commitlog_json(reader, filters, body, cap, encode_row):
-            if isinstance(item, str):
+        for item in commitlog_json(reader, filters, body, cap, encode_row, as_bytes=binary is not None):
+            if type(item) is bytes:
                 write(item)
-                continue
-            stops.append(item)
-            if not item["clean"]:
-                emit_json(item)
+            elif isinstance(item, str):
+                text(item)
+            else:
+                stops.append(item)
+                if not item["clean"]:
+                    text(json_line(item))
+    if binary is not None:
+        binary.flush()
 
 
 def _pop_rows(rows):

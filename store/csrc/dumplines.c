@@ -15,9 +15,14 @@
 #define COMPRESSED_FLAG 0x1
 #define MAX_PAIRS 64
 
+/* A word read from memory with its first byte lowest (plain_run finds bytes by their place in it). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define FIRST_LOW(x) __builtin_bswap64(x)
+#else
+#define FIRST_LOW(x) (x)
+#endif
+
 static uint32_t crc_table[8][256];
-/* ASCII bytes json.dumps(ensure_ascii=False) writes as they are (1), and the rest (0). */
-static unsigned char PLAIN[256];
 
 static void crc_init(void)
 {
@@ -27,8 +32,6 @@ static void crc_init(void)
             c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
         crc_table[0][i] = c;
     }
-    for (int c = 0x20; c < 0x80; c++)
-        PLAIN[c] = c != '"' && c != '\\';
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
             crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
@@ -51,26 +54,33 @@ static uint32_t crc32_ieee(const unsigned char *p, Py_ssize_t n)
 /* Where the run of text json.dumps(ensure_ascii=False) writes as it is ends, from s[i] (i <= n): the
  * first byte that is a control character, '"' or '\\' (0x01 and 0x02, the separators, among them),
  * or n; -1 where the text is not UTF-8 as Python's strict decoder takes it. *ascii is cleared
- * when the run holds more than ASCII. Eight plain ASCII bytes at a time where it can. */
-static Py_ssize_t plain_run(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, int *ascii)
+ * when the run holds more than ASCII. Eight bytes at a time: the lowest byte a word flags is the
+ * first one that is not plain ASCII (a borrow only reaches bytes above a flagged one), so its place
+ * is found without a byte loop. The last bytes of the run are read as the word that ends at s[n],
+ * shifted down: the zeros shifted in flag at n. (So the 8 bytes before s must be readable: both
+ * callers' text lies after a record's fixed fields.) */
+static inline Py_ssize_t plain_run(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, int *ascii)
 {
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     while (i < n) {
-        if (i + 8 <= n) {
-            uint64_t x;
+        uint64_t x;
+        if (n - i >= 8) {
             memcpy(&x, s + i, 8);
-            uint64_t quote = x ^ (ones * '"'), slash = x ^ (ones * '\\');
-            uint64_t odd = (x | ((x - ones * 0x20) & ~x) | ((quote - ones) & ~quote) | ((slash - ones) & ~slash)) & highs;
-            if (!odd) {
-                i += 8;
-                continue;
-            }
+            x = FIRST_LOW(x);
+        } else {
+            memcpy(&x, s + n - 8, 8);
+            x = FIRST_LOW(x) >> 8 * (8 - (n - i));
         }
-        unsigned char c = s[i];
-        if (PLAIN[c]) {
-            i++;
+        uint64_t quote = x ^ (ones * '"'), slash = x ^ (ones * '\\');
+        uint64_t odd = (x | ((x - ones * 0x20) & ~x) | ((quote - ones) & ~quote) | ((slash - ones) & ~slash)) & highs;
+        if (!odd) {
+            i += 8;
             continue;
         }
+        i += __builtin_ctzll(odd) >> 3;
+        if (i >= n)
+            return n;
+        unsigned char c = s[i];
         if (c < 0x80)
             return i;
         int len;
@@ -150,20 +160,62 @@ static const char PAIRS[] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
+/* v (< 10000) without leading zeros. */
+static inline char *put_small(char *d, uint32_t v)
+{
+    if (v < 10) {
+        *d = (char)('0' + v);
+        return d + 1;
+    }
+    if (v < 100)
+        return (char *)memcpy(d, PAIRS + 2 * v, 2) + 2;
+    uint32_t hi = v / 100, lo = v - hi * 100;
+    if (hi < 10)
+        *d++ = (char)('0' + hi);
+    else
+        d = (char *)memcpy(d, PAIRS + 2 * hi, 2) + 2;
+    return (char *)memcpy(d, PAIRS + 2 * lo, 2) + 2;
+}
+
+/* v (< 10000) as four digits. */
+static inline char *put_4(char *d, uint32_t v)
+{
+    uint32_t hi = v / 100;
+    memcpy(d, PAIRS + 2 * hi, 2);
+    memcpy(d + 2, PAIRS + 2 * (v - hi * 100), 2);
+    return d + 4;
+}
+
+/* v (< 10^8) as eight digits: two independent halves, not one chain of divisions. */
+static inline char *put_8(char *d, uint32_t v)
+{
+    uint32_t hi = v / 10000;
+    put_4(d, hi);
+    return put_4(d + 4, v - hi * 10000);
+}
+
+/* v (< 10^8) without leading zeros. */
+static inline char *put_u32(char *d, uint32_t v)
+{
+    if (v < 10000)
+        return put_small(d, v);
+    uint32_t hi = v / 10000;
+    return put_4(put_small(d, hi), v - hi * 10000);
+}
+
 static inline char *put_u64(char *d, uint64_t v)
 {
-    char tmp[24];
-    int i = 24;
-    while (v >= 100) {
-        uint64_t q = v / 100;
-        memcpy(tmp + (i -= 2), PAIRS + 2 * (v - q * 100), 2);
-        v = q;
+    if (v < 100000000u)
+        return put_u32(d, (uint32_t)v);
+    uint64_t hi = v / 100000000u;
+    uint32_t lo = (uint32_t)(v - hi * 100000000u);
+    if (hi < 100000000u)
+        d = put_u32(d, (uint32_t)hi);
+    else {
+        uint64_t top = hi / 100000000u;              /* < 10^4 (v < 2^64) */
+        d = put_8(put_small(d, (uint32_t)top), (uint32_t)(hi - top * 100000000u));
     }
-    if (v >= 10)
-        memcpy(tmp + (i -= 2), PAIRS + 2 * v, 2);
-    else
-        tmp[--i] = '0' + (char)v;
-    return put(d, tmp + i, 24 - i);
+    return put_8(d, lo);
 }
 
 static inline char *put_i64(char *d, int64_t v)
@@ -181,7 +233,7 @@ static inline char *put_host(char *d, const unsigned char *h)
     for (int k = 0; k < 4; k++) {
         if (k)
             *d++ = '.';
-        d = put_u64(d, h[k]);
+        d = put_small(d, h[k]);
     }
     *d++ = ':';
     return put_i64(d, get32(h + 4));
@@ -197,9 +249,28 @@ static inline char *put_hex(char *d, const unsigned char *s, int n)
     return d;
 }
 
-/* dump_lines(buf, pos, end, stop, most, base, head, sysflags) -> (text, k, next): the lines of the k
- * plain records from buf[pos] on (k <= most; none at or past `stop`, none past `end`), and where the
- * next record starts. base + position is a record's commit log offset; each line starts with `head`
+/* The last host written, its text and its hex (the msg_id's first half): a store's records mostly
+ * share their two hosts. */
+typedef struct {
+    unsigned char raw[8];
+    char text[32], hex[16];
+    int len;
+} HostText;
+
+static inline char *put_host_cached(char *d, const unsigned char *h, HostText *c)
+{
+    if (c->len == 0 || memcmp(c->raw, h, 8) != 0) {
+        memcpy(c->raw, h, 8);
+        c->len = (int)(put_host(c->text, h) - c->text);
+        put_hex(c->hex, h, 8);
+    }
+    return put(d, c->text, c->len);
+}
+
+/* dump_lines(buf, pos, end, stop, most, base, head, sysflags[, as_bytes]) -> (text, k, next): the
+ * lines of the k plain records from buf[pos] on (k <= most; none at or past `stop`, none past `end`),
+ * and where the next record starts; with as_bytes the text is their UTF-8 bytes (what the CLI writes
+ * to its binary stdout: no str made, none encoded). base + position is a record's commit log offset; each line starts with `head`
  * (up to the commit log offset's value). `sysflags`: sysflag -> the line's text from "sys_flag" to
  * "compression"'s value, for the sysflags it knows. */
 PyObject *dump_lines(PyObject *self, PyObject *args)
@@ -207,7 +278,9 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
     Py_buffer buf;
     long long pos, end, stop, most, base;
     PyObject *head, *sysflags;
-    if (!PyArg_ParseTuple(args, "y*LLLLLUO!", &buf, &pos, &end, &stop, &most, &base, &head, &PyDict_Type, &sysflags))
+    int as_bytes = 0;
+    if (!PyArg_ParseTuple(args, "y*LLLLLUO!|p", &buf, &pos, &end, &stop, &most, &base, &head, &PyDict_Type, &sysflags,
+                          &as_bytes))
         return NULL;
     static int ready;
     if (!ready) {
@@ -221,7 +294,8 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
     /* ASCII lines (the usual case) are written straight into the str returned, which grows as needed and
      * is cut to its length at the end. When the first record holds more than ASCII, the lines go to a
      * buffer kept for such calls (the GIL keeps calls apart) and are decoded from it; a later record
-     * that does ends an ASCII call. */
+     * that does ends an ASCII call. Bytes (as_bytes) take any UTF-8 line: they are written straight into
+     * the bytes object returned, likewise grown and cut. */
     static Out kept = {NULL, 0, 0};
     Out o = {NULL, 0, 0};
     PyObject *str = NULL, *result = NULL;
@@ -231,9 +305,10 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
     if (stop > end)
         stop = end;
     o.cap = (most < 4096 ? (most > 0 ? most : 1) : 4096) * 1024 + 1024;
-    if (!head_text || !(str = PyUnicode_New(o.cap, 127)))
+    if (!head_text || !(str = as_bytes ? PyBytes_FromStringAndSize(NULL, o.cap) : PyUnicode_New(o.cap, 127)))
         goto done;
-    o.p = PyUnicode_DATA(str);
+    o.p = as_bytes ? PyBytes_AS_STRING(str) : PyUnicode_DATA(str);
+    HostText born_host = {.len = 0}, store_host = {.len = 0};
     Py_ssize_t key_at[MAX_PAIRS], key_len[MAX_PAIRS], val_at[MAX_PAIRS], val_len[MAX_PAIRS];
     for (; k < most && pos >= 0 && pos < stop && pos + FIXED_SIZE <= end; k++) {
         const unsigned char *r = b + pos;
@@ -303,7 +378,7 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
             else if (key_len[j] == 8 && memcmp(name, "UNIQ_KEY", 8) == 0)
                 uniq = j;
         }
-        if (str && !ascii) {
+        if (str && !ascii && !as_bytes) {
             if (k)
                 break;
             Py_CLEAR(str);
@@ -314,9 +389,9 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
         Py_ssize_t bound = 1024 + head_len + flag_len + tl + 12 * plen;
         if (str && o.len + bound > o.cap) {
             Py_ssize_t cap = o.cap * 2 > o.len + bound ? o.cap * 2 : o.len + bound;
-            if (PyUnicode_Resize(&str, cap) < 0)
+            if (as_bytes ? _PyBytes_Resize(&str, cap) < 0 : PyUnicode_Resize(&str, cap) < 0)
                 goto done;
-            o.p = PyUnicode_DATA(str);
+            o.p = as_bytes ? PyBytes_AS_STRING(str) : PyUnicode_DATA(str);
             o.cap = cap;
         } else if (!str && reserve(&o, bound) < 0) {
             goto done;
@@ -343,11 +418,11 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
         LIT(w, ", \"born_timestamp\": ");
         w = put_i64(w, get64(r + AT_BORN_TIMESTAMP));
         LIT(w, ", \"born_host\": \"");
-        w = put_host(w, r + AT_BORN_HOST);
+        w = put_host_cached(w, r + AT_BORN_HOST, &born_host);
         LIT(w, "\", \"store_timestamp\": ");
         w = put_i64(w, get64(r + AT_STORE_TIMESTAMP));
         LIT(w, ", \"store_host\": \"");
-        w = put_host(w, r + AT_STORE_HOST);
+        w = put_host_cached(w, r + AT_STORE_HOST, &store_host);
         LIT(w, "\", \"reconsume_times\": ");
         w = put_i64(w, get32(r + AT_RECONSUME_TIMES));
         LIT(w, ", \"prepared_transaction_offset\": ");
@@ -402,7 +477,7 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
             *w++ = '"';
         }
         LIT(w, ", \"msg_id\": \"");
-        w = put_hex(w, r + AT_STORE_HOST, 8);
+        w = put(w, store_host.hex, 16);           /* (the store host was just written: its hex is this one's) */
         w = put_hex(w, r + AT_PHYSICAL_OFFSET, 8);
         LIT(w, "\", \"properties\": {");
         for (Py_ssize_t j = 0; j < pairs; j++) {
@@ -420,7 +495,7 @@ PyObject *dump_lines(PyObject *self, PyObject *args)
     }
     PyObject *text = NULL;
     if (str) {
-        if (PyUnicode_Resize(&str, o.len) == 0) {
+        if ((as_bytes ? _PyBytes_Resize(&str, o.len) : PyUnicode_Resize(&str, o.len)) == 0) {
             text = str;
             str = NULL;
         }

@@ -51,7 +51,7 @@ static PyMethodDef methods[] = {
     {"frame_write", frame_write, METH_VARARGS, "Write a placed batch_spans run into a writable buffer."},
     {"frame_units", frame_units, METH_VARARGS, "A placed batch_spans run's consume queue units and index keys."},
     {"populate", populate, METH_VARARGS, "madvise(MADV_POPULATE_WRITE) over part of a writable map: True, or False if unsupported."},
-    {"dump_lines", dump_lines, METH_VARARGS, "store dump --json --body none lines of plain records: (text, records taken)."},
+    {"dump_lines", dump_lines, METH_VARARGS, "store dump --json --body none lines of plain records: (text, or its UTF-8 bytes with as_bytes; records taken; next position)."},
     {"pull_body", pull_body, METH_VARARGS, "A pull's records joined: (body, count, scanned) or None."},
     {NULL, NULL, 0, NULL},
 };

@@ -118,3 +118,16 @@ def test_completing_a_command_name_offers_every_name_it_starts():
     fish = loaded([], {"_MQTOOL_COMPLETE": "complete_fish", "_TYPER_COMPLETE_FISH_ACTION": "get-args",
                        "_TYPER_COMPLETE_ARGS": "mqtool store du"})
     assert fish[0] == 0 and "dump" in fish[1], fish[1]
+
+
+def test_a_store_command_starts_no_blas_threads(basic_store):
+    """numpy's OpenBLAS starts a thread per core at import, spinning a while (CPU a store command
+    loses on a busy machine); mqtool does no linear algebra, so its commands keep one thread."""
+    count = ("import os, runpy, sys; sys.argv = ['mqtool', 'store', 'dump', sys.argv[1], '--json', '--limit', '1']\n"
+             "try:\n    runpy.run_module('mqtool', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "import numpy\nprint(len(os.listdir('/proc/self/task')), file=sys.stderr)")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    proc = subprocess.run([sys.executable, "-c", count, str(basic_store)], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=60)
+    assert '"kind": "message"' in proc.stdout, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "1", proc.stderr

@@ -313,3 +313,71 @@ def test_group_rows_is_exact():
     assert group_rows([many]) is None
     one = np.full(10, 7)
     assert group_rows([one])[1].tolist() == [0]
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """A store root whose commit log mixes runs of plain records (the store kernel's) with every
+    other kind (the Python writer's), over several files, two of them damaged (stop rows between)."""
+    root = tmp_path_factory.mktemp("mixed") / "store"
+    recs, plain, odd = [], plain_records(1200, seed=23), varied_records(240, seed=29)
+    for i in range(0, 1200, 50):
+        recs += plain[i:i + 50] + odd[i // 5:i // 5 + 10]
+    files = write_commitlog(root / "commitlog", recs, file_size=96 * 1024)
+    for path, how in zip(files[2:4], ["garbage", "magic"]):
+        damage(path, how, at_record=40)
+    return root
+
+
+@pytest.mark.parametrize("body", ["none", "text"])
+def test_cli_json_over_a_pipe_is_the_reference_bytes(mixed, body):
+    """`mqtool store dump ROOT --json` read from a pipe as bytes (no decoding, no newline
+    translation) is the reference rendering's UTF-8, the unclean stop rows in their places."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}    # (stdout buffered, as usual)
+    proc = subprocess.run([sys.executable, "-m", "mqtool", "store", "dump", str(mixed), "--json", "--body", body],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, timeout=120, env=env)
+    with CommitLogReader(mixed / "commitlog") as reader:
+        want = "".join(line for line in reference_text(reader, Filters(), body, None).splitlines(keepends=True)
+                       if '"kind": "stop"' not in line or '"clean": false' in line)
+    assert want.count('"clean": false') == 2 and "标签" in want
+    assert proc.stdout == want.encode()
+    assert proc.returncode == 1 and proc.stderr.decode().count("mqtool: stopped reading") == 2
+
+
+def test_cli_json_store_dump_into_head_exits_0_quietly(mixed):
+    """`mqtool store dump ROOT --json --body none | head -1` over more lines than a pipe holds: the
+    bytes written to stdout's binary layer meet the closed pipe, and the CLI still exits 0 quietly."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    proc = subprocess.Popen([sys.executable, "-m", "mqtool", "store", "dump", str(mixed), "--json", "--body", "none"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b'{"kind": "message"')
+    proc.stdout.close()
+    assert proc.wait(60) == 0
+    assert proc.stderr.read() == b""
+
+
+@pytest.mark.parametrize("encoding,binary", [("utf-8", True), ("UTF8", True), ("latin-1", False), ("utf-16", False)])
+def test_bulk_bytes_go_to_stdout_only_where_they_are_its_text(monkeypatch, encoding, binary):
+    """utf8_stdout: the binary layer (its text layer flushed first, so the order stays) only
+    under a UTF-8 text layer; otherwise None, and the CLI writes text."""
+    import io
+    import sys
+
+    from mqtool.cli.output import utf8_stdout
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding=encoding)
+    monkeypatch.setattr(sys, "stdout", out)
+    out.write("before\n")
+    got = utf8_stdout()
+    if binary:
+        assert got is out.buffer and raw.getvalue() == b"before\n"
+    else:
+        assert got is None

@@ -12,6 +12,7 @@ from mqtool_store.commitlog import new_record
 from mqtool_store.dump import Filters
 from mqtool_store.kernel import kernel
 from mqtool_store.layout import StorePaths
+from mqtool_store.reader import CommitLogReader
 from tests.store.test_dumpjson import assert_same, plain_records
 from tests.store.varied import PLACEHOLDER, damage, varied_records, write_commitlog
 
@@ -151,3 +152,74 @@ def test_the_cli_writes_the_reference_bytes_through_the_kernel(stores, tmp_path)
         want = "".join(line + "\n" for line in reference_text(reader, Filters(), "none", None).split("\n")
                        if line and '"kind": "stop"' not in line)      # (a value holds U+2028: no splitlines)         # the CLI shows clean ends in no line
     assert proc.stdout == want
+
+
+def _joined(directory, f: Filters, as_bytes: bool) -> tuple[bytes, set]:
+    """commitlog_json's lines (stop rows as the CLI writes them) as UTF-8, and the types it yielded."""
+    from mqtool.cli.output import json_line, render_body
+
+    def encode_row(row):
+        text, cut = render_body(row.pop("body_bytes"), "none", None)
+        row["body"], row["body_truncated"], row["body_encoding"] = text, cut, "none"
+        return json_line(row)
+    out, kinds = [], set()
+    with CommitLogReader(directory) as reader:
+        for item in dumpjson.commitlog_json(reader, f, "none", None, encode_row, as_bytes=as_bytes):
+            kinds.add(type(item))
+            out.append(item if isinstance(item, bytes) else (item if isinstance(item, str) else json_line(item)).encode())
+    return b"".join(out), kinds
+
+
+@pytest.mark.parametrize("f", [Filters(), Filters(limit=333), Filters(from_offset=300_000, to_offset=700_001)])
+@pytest.mark.parametrize("store", ["plain", "varied", "small"])
+def test_kernel_bytes_are_its_text_encoded(stores, compiled, store, f):
+    """dump_lines(..., as_bytes=True) (what the CLI writes to its binary stdout) is the UTF-8 of the
+    text it writes otherwise, non-ASCII lines included; the Python path's lines stay str."""
+    text, text_kinds = _joined(stores[store], f, False)
+    raw, raw_kinds = _joined(stores[store], f, True)
+    assert raw == text
+    assert bytes not in text_kinds
+    if store == "plain" and f.limit is None:
+        assert bytes in raw_kinds and str in raw_kinds      # both paths ran
+
+
+def test_kernel_bytes_of_non_ascii_records(tmp_path):
+    """A str call ends at the first non-ASCII record after an ASCII one; a bytes call takes them all."""
+    recs = [new_record("话题" if i % 3 == 0 else "T", b"b", properties_text=f"TAGS\x01标签{i}\x02KEYS\x01k{i}")
+            for i in range(50)]
+    d = tmp_path / "commitlog"
+    write_commitlog(d, recs, file_size=1 << 20)
+    with CommitLogReader(d) as reader:
+        mf = reader.files[0]
+        buf = reader.buffer(mf)
+        args = (buf, 0, len(buf), len(buf), 100, 0, '{"kind": "message", "file": "x", "commitlog_offset": ', {0: "F"})
+        raw, n, nxt = kernel.dump_lines(*args, True)
+        assert n == 50 and isinstance(raw, bytes)
+        pos, parts = 0, []
+        while pos < nxt:
+            t, k, pos = kernel.dump_lines(buf, pos, *args[2:])
+            assert k
+            parts.append(t)
+        assert raw.decode() == "".join(parts)
+    assert_same(d, Filters())
+
+
+def test_numbers_at_every_digit_count(tmp_path, compiled):
+    """The kernel writes integers by digit pairs and halves: every power of ten and its neighbours,
+    both signs, Java's int and long ends, and hosts that change from record to record."""
+    edges = [0, 1, 2**31 - 1, -2**31, 2**63 - 1, -2**63]
+    for k in range(1, 19):
+        edges += [10**k - 1, 10**k, 10**k + 1, -(10**k - 1), -10**k]
+    ints = [v for v in edges if -2**31 <= v < 2**31]
+    recs = []
+    for i, v in enumerate(edges):
+        w = ints[i % len(ints)]
+        recs.append(new_record("T", b"x" * (i % 11), properties_text=f"KEYS\x01k{i}", queue_id=w, flag=w,
+                               queue_offset=v, physical_offset=abs(v) if v != -2**63 else 0, born_timestamp=v,
+                               store_timestamp=-v if v != -2**63 else 0, reconsume_times=w,
+                               prepared_transaction_offset=v,
+                               born_host=(bytes([i % 256, 255, 9, 10]), w), store_host=(b"\xff\xff\xff\xff", ~w)))
+    d = tmp_path / "commitlog"
+    write_commitlog(d, recs, file_size=1 << 20)
+    assert assert_same(d, Filters()).count('"kind": "message"') == len(recs)
+    assert compiled.records == len(recs)
