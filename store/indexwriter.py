@@ -250,9 +250,20 @@ class IndexService:
         self.files.append(w)
         return w
 
+    def _indexed_through(self) -> int:
+        """The offset of the last record indexed (-1: none). IndexService.buildIndex skips records
+        below the last file's endPhyOffset; mqtool skips that record too (Java indexes it again when
+        a restart or a role change dispatches it twice, and its keys then answer it twice)."""
+        if not self.files:
+            return -1
+        last = self.files[-1]
+        if last.header.index_count > 1 or len(self.files) > 1:
+            return last.header.end_phy_offset
+        return last.header.end_phy_offset - 1
+
     def put(self, topic: str, keys: list[str], phy_offset: int, store_ts: int) -> None:
-        """IndexService.buildIndex for one record; records below the last file's endPhyOffset are skipped."""
-        if self.files and phy_offset < self.files[-1].header.end_phy_offset:
+        """IndexService.buildIndex for one record; records already indexed are skipped."""
+        if phy_offset <= self._indexed_through():
             return
         for key in keys:
             w = self._writable(int(time.time() * 1000))
@@ -268,7 +279,7 @@ class IndexService:
             return
         phys, stamps = np.asarray(phys, np.int64), np.asarray(stamps, np.int64)    # (once: slices are views)
         if self.files:                    # the leading entries the last file already has: skipped
-            after = phys >= self.files[-1].header.end_phy_offset
+            after = phys > self._indexed_through()
             i = int(after.argmax()) if after.any() else k
         if not np.all(phys[i + 1:] >= phys[i:k - 1]):    # not in order: one by one
             for j in range(i, k):
