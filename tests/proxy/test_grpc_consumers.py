@@ -311,3 +311,35 @@ def test_an_orderly_group_blocks_its_queue_until_acked(raw, proxy_cluster):
     assert [m.system_properties.message_id for m in again] == [m.system_properties.message_id for m in first]
     for m in again:
         assert ack(raw, group, "TFO", m).status.code == 20000
+
+
+def test_delay_and_committed_transaction_messages_are_received_with_their_types(raw, proxy_cluster):
+    """§4 items 19 and 35 on the receiving side: a delay message is received no earlier than its time,
+    typed DELAY, its delivery_timestamp the due time (ms), its id the sender's; a committed
+    transaction message is received typed NORMAL."""
+    group = group_name("GT")
+    consumer_settings(raw, group, "TD")
+    due_s = int(time.time()) + 3
+    sent = send(raw, message("TD", b"due-later", message_type=3, delivery_timestamp=due_s))
+    assert sent.status.code == 20000
+    got, deadline = [], time.monotonic() + 30
+    while not got and time.monotonic() < deadline:
+        got = [m for m in messages_of(receive(raw, group, "TD", poll_s=5)) if m.body == b"due-later"]
+    assert got and time.time() >= due_s
+    sp = got[0].system_properties
+    assert (sp.message_type, sp.delivery_timestamp.ToMilliseconds()) == (3, due_s * 1000)
+    assert sp.message_id == sent.entries[0].message_id
+    tx_group = group_name("GX")
+    consumer_settings(raw, tx_group, "TX")
+    half = send(raw, message("TX", b"committed", message_type=4))
+    assert half.status.code == 20000
+    entry = half.entries[0]
+    ended = raw.unary("EndTransaction", pb.EndTransactionRequest(
+        topic=pb.Resource(name="TX"), message_id=entry.message_id, transaction_id=entry.transaction_id,
+        resolution=1, source=1), pb.EndTransactionResponse)
+    assert ended.status.code == 20000
+    got, deadline = [], time.monotonic() + 30
+    while not got and time.monotonic() < deadline:
+        got = [m for m in messages_of(receive(raw, tx_group, "TX", poll_s=5)) if m.body == b"committed"]
+    assert got and got[0].system_properties.message_type == 1
+    assert got[0].system_properties.message_id == entry.message_id
