@@ -15,9 +15,14 @@ BORN_HOST = "__BORNHOST"
 TIMER_DELIVER_MS, TIMER_DELAY_SEC = "TIMER_DELIVER_MS", "TIMER_DELAY_SEC"
 
 
-def message_type(props: dict[str, str]) -> MessageType:
-    """GrpcConverter.buildMessageType (TIMER_DELAY_MS alone is NORMAL there)."""
-    if props.get(Prop.TRAN_MSG) == "true":
+TRANSACTION_BITS, COMMITTED = 0xC, 0x8        # sysFlag's transaction type, TRANSACTION_COMMIT_TYPE
+
+
+def message_type(props: dict[str, str], sys_flag: int = 0) -> MessageType:
+    """GrpcConverter.buildMessageType (TIMER_DELAY_MS alone is NORMAL there). A committed transaction
+    message keeps TRAN_MSG in its stored properties, as 4.9.8's EndTransactionProcessor writes it (5.3.3
+    drops it): its commit flag makes it the NORMAL (or DELAY, FIFO) message a 5.x consumer sees."""
+    if props.get(Prop.TRAN_MSG) == "true" and sys_flag & TRANSACTION_BITS != COMMITTED:
         return MessageType.TRANSACTION
     if Prop.DELAY in props or TIMER_DELIVER_MS in props or TIMER_DELAY_SEC in props:
         return MessageType.DELAY
@@ -42,7 +47,7 @@ def to_message(record, topic: str, *, kind: MessageType | None = None, receipt_h
                reconsume_times: int | None = None):
     props = record.properties
     sp = pb.SystemProperties(message_id=props.get(Prop.UNIQ_KEY) or record.msg_id,
-                             message_type=int(kind if kind is not None else message_type(props)),
+                             message_type=int(kind if kind is not None else message_type(props, record.sys_flag)),
                              born_host=props.get(BORN_HOST) or record.born_host, store_host=record.store_host,
                              queue_id=record.queue_id)
     sp.body_digest.type = MD5
