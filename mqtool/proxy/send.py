@@ -169,8 +169,8 @@ def build_properties(ctrl, msg, topic: str, peer_host: str, now_ms: int) -> tupl
 
 
 def timer_enabled(ctrl) -> bool:
-    """Whether the store delivers TIMER_DELIVER_MS itself (5.x timerWheelEnable); until mqtool has a timer
-    store, a gRPC delay message also gets the 4.x delay level nearest above its time."""
+    """Whether the store delivers TIMER_DELIVER_MS itself (5.x timerWheelEnable); without it (or with
+    useDelayLevel) a gRPC delay message also gets the 4.x delay level nearest above its time."""
     return bool(getattr(ctrl.store_config, "timerWheelEnable", False))
 
 
