@@ -394,8 +394,26 @@ def failures(r: dict) -> list[str]:
     for d in (r.get("commit_logs") or {}).get("differ", []):
         out.append(f"commit logs of {d['replicas'][0]} and {d['replicas'][1]} differ at byte {d['first_byte']} "
                    f"(common length {d['common_length']})")
+    out += derived_counts_differ(r)
     for name, lines in (r.get("tracebacks") or {}).items():
         out.append(f"{name} log: {len(lines)} traceback(s), first: {lines[0]}")
+    return out
+
+
+def derived_counts_differ(r: dict) -> list[str]:
+    """Replicas whose commit logs are the same length hold the same records, so their consume queue
+    units and index entries must be as many too (a record dispatched twice shows here)."""
+    lengths = (r.get("commit_logs") or {}).get("lengths") or {}
+    out = []
+    for field in ("queue_units", "index_entries"):
+        by_length: dict[int, dict[str, int]] = {}
+        for b, v in (r.get("verify") or {}).items():
+            if field in v and b in lengths:
+                by_length.setdefault(lengths[b], {})[b] = v[field]
+        for length, counts in by_length.items():
+            if len(set(counts.values())) > 1:
+                out.append(f"{field.replace('_', ' ')} differ between replicas with the same commit log "
+                           f"({length} bytes): {counts}")
     return out
 
 

@@ -58,6 +58,20 @@ def test_every_kind_of_problem_fails_the_run(bench):
     assert len(got) == 7, got
 
 
+def test_replicas_with_the_same_commit_log_must_hold_as_many_units_and_index_entries(bench):
+    """The 3-controller run of 2026-11-29 ended with one replica holding 2 index entries more than
+    the others (a record indexed twice): now a failure. A replica with a shorter log is not compared."""
+    chaos, _ = bench
+    run = {"replicas_read": {}, "tracebacks": {},
+           "commit_logs": {"differ": [], "lengths": {"b0": 3578224, "b1": 3578224, "b2": 3578224, "b3": 100}},
+           "verify": {b: {"clean": True, "queue_units": 15018, "index_entries": n}
+                      for b, n in (("b0", 30046), ("b1", 30046), ("b2", 30048), ("b3", 7))}}
+    assert chaos.failures(run) == ["index entries differ between replicas with the same commit log (3578224 bytes): "
+                                   "{'b0': 30046, 'b1': 30046, 'b2': 30048}"]
+    run["verify"]["b2"]["index_entries"] = 30046
+    assert chaos.failures(run) == []
+
+
 def test_consume_queue_holes_are_told_apart_by_where_they_sit(bench, tmp_path):
     """Holes the runs found: the last record before an epoch start, and the first record above the
     confirmOffset a restarted broker rebuilt its queues to (its log line names it)."""
