@@ -343,3 +343,24 @@ def test_delay_and_committed_transaction_messages_are_received_with_their_types(
         got = [m for m in messages_of(receive(raw, tx_group, "TX", poll_s=5)) if m.body == b"committed"]
     assert got and got[0].system_properties.message_type == 1
     assert got[0].system_properties.message_id == entry.message_id
+
+
+def test_never_acked_goes_to_the_dlq_after_max_attempts(raw, proxy_cluster):
+    """§4 item 31: a group with retryMaxTimes=1 (max attempts 2) that never acks gets the message twice
+    (attempts 1, 2), then it is in %DLQ%<group> (1 queue, perm 6) and not delivered again."""
+    group = group_name("GDLQ")
+    mqtool("group", "create", "-n", proxy_cluster["namesrv"], "-g", group, "--retry-max-times", "1")
+    mqtool("topic", "create", "-n", proxy_cluster["namesrv"], "-t", "TMAX", "-r", "1", "-w", "1")
+    assert consumer_settings(raw, group, "TMAX").backoff_policy.max_attempts == 2
+    assert send(raw, message("TMAX", b"given-up")).status.code == 20000
+    attempts, deadline = [], time.monotonic() + 60
+    dlq = []
+    while time.monotonic() < deadline and not dlq:
+        attempts += [m.system_properties.delivery_attempt for m in messages_of(receive(raw, group, "TMAX", poll_s=5))]
+        if len(attempts) >= 2:            # the DLQ topic is made when the message moves there
+            done = subprocess.run([sys.executable, "-m", "mqtool", "consume", "-n", proxy_cluster["namesrv"], "-t",
+                                   f"%DLQ%{group}", "-e", "--json"], capture_output=True, text=True, cwd=REPO)
+            dlq = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert attempts == [1, 2]
+    assert [m["body"] for m in dlq] == ["given-up"]
+    assert messages_of(receive(raw, group, "TMAX", poll_s=5)) == []
