@@ -182,7 +182,10 @@ class TimerService:
         are enqueued again from the wheel topic (their queue offsets come after the last unit's)."""
         slots = self.wheel.slots
         p = self.precision
-        due = (slots["time"] >= read_ms // p) & (slots["last"] >= end) & (slots["num"] > 0)
+
+        def past_end():                 # due slots whose last unit lies past the end
+            return (slots["time"] >= read_ms // p) & (slots["last"] >= end) & (slots["num"] > 0)
+        due = past_end()
         if not due.any():
             return
         first = int(slots["first"][due].min())
@@ -190,7 +193,7 @@ class TimerService:
             positions, units, _ = self.log.scan(first)
             keep = positions < end
             self._relink(positions[keep], units[keep])
-        for idx in np.flatnonzero((slots["time"] >= read_ms // p) & (slots["last"] >= end) & (slots["num"] > 0)):
+        for idx in np.flatnonzero(past_end()):
             self.wheel.put(int(slots["time"][idx]) * p, -1, -1, 0)
             log.warning("timer recovery: slot %d pointed past the timerlog's end %d; emptied (its messages are "
                         "enqueued again)", int(slots["time"][idx]) * p, end)

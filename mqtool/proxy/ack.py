@@ -112,7 +112,7 @@ async def ack_message(proxy, client, ctx, request):
 
 async def change_invisible_duration(proxy, client, ctx, request):
     topic, group = _validated(request)
-    invisible = request.invisible_duration.seconds * 1000 + request.invisible_duration.nanos // 1_000_000
+    invisible = request.invisible_duration.ToMilliseconds()
     if invisible > MAX_INVISIBLE_MS:
         raise ProxyError(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}")
     if invisible < 0:

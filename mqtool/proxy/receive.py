@@ -31,18 +31,14 @@ VERSION_5_0_3 = version_ordinal("5.0.3")
 NOT_ENOUGH = "The deadline time remaining is not enough for polling, please check network condition"
 
 
-def _ms(duration) -> int:
-    return duration.seconds * 1000 + duration.nanos // 1_000_000
-
-
 def polling_ms(request, settings, remaining_s: float | None, client_version: str) -> int:
     if remaining_s is None:
         raise ProxyError(Code.INTERNAL_SERVER_ERROR, "the call has no deadline: ReceiveMessage needs one")
     remaining = int(remaining_s * 1000)
     if request.HasField("long_polling_timeout"):
-        poll = _ms(request.long_polling_timeout)
+        poll = request.long_polling_timeout.ToMilliseconds()
     else:
-        poll = remaining - _ms(settings.request_timeout) // 2
+        poll = remaining - settings.request_timeout.ToMilliseconds() // 2
     poll = min(max(poll, MIN_POLLING_MS), MAX_POLLING_MS)
     if poll > remaining:
         if remaining < MIN_POLLING_MS:
@@ -55,7 +51,7 @@ def polling_ms(request, settings, remaining_s: float | None, client_version: str
 def invisible_ms(request, auto_renew_enabled: bool = True) -> int:
     if request.auto_renew and auto_renew_enabled:
         return AUTO_RENEW_INVISIBLE_MS
-    given = _ms(request.invisible_duration)
+    given = request.invisible_duration.ToMilliseconds()
     if given < MIN_INVISIBLE_MS:
         raise ProxyError(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too small. min is {MIN_INVISIBLE_MS}")
     if given > MAX_INVISIBLE_MS:
