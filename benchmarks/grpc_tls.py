@@ -1,10 +1,10 @@
-"""Benchmark: what the permissive-mode front (mqtool/proxy/tlsfront.py) costs. The official RocketMQ 5
+"""Benchmark: what TLS on the gRPC port costs, and what `tlsServerMode=permissive` (plaintext and TLS on one
+port, the first bytes of a connection deciding) costs over a port of one kind. The official RocketMQ 5
 Python client (rocketmq-python-client 5.1.2, its own venv) sends synchronously to `mqtool broker
---enable-proxy` with the gRPC port in four set-ups: no certificate (grpcio on the port, plaintext: the
-default), tlsServerMode=disabled beside a certificate is the same path and not run; permissive over
-plaintext and over TLS (through the front); enforcing (grpcio on the port, TLS). msg/s and the
-broker's CPU time per message (/proc), the set-ups alternated over `--rounds` so that the machine's
-load falls on all of them alike.
+--enable-proxy` with the gRPC port in four set-ups: no certificate (plaintext: the default;
+tlsServerMode=disabled beside a certificate is the same path and not run); permissive over plaintext and
+over TLS; enforcing (TLS only). msg/s and the broker's CPU time per message (/proc), the set-ups
+alternated over `--rounds` so that the machine's load falls on all of them alike.
 
     python benchmarks/grpc_tls.py [--messages 2000] [--size 128] [--rounds 2] [--quick] [--json]
 """
@@ -90,10 +90,11 @@ def main() -> int:
 
     def cpu(name: str) -> float:
         return min(r["broker_cpu_ms_per_msg"] for r in runs[name])
-    result["baseline"] = {   # best of the rounds: what the front adds to a send's broker CPU
-        "front_plaintext_over_grpcio_plaintext_cpu": round(cpu("permissive, plaintext") /
-                                                           cpu("plaintext, no certificate"), 2),
-        "front_tls_over_grpcio_tls_cpu": round(cpu("permissive, TLS") / cpu("enforcing, TLS"), 2)}
+    result["baseline"] = {   # best of the rounds, against the plaintext port without a certificate
+        "permissive_plaintext_over_plaintext_cpu": round(cpu("permissive, plaintext") /
+                                                         cpu("plaintext, no certificate"), 2),
+        "permissive_tls_over_plaintext_cpu": round(cpu("permissive, TLS") / cpu("plaintext, no certificate"), 2),
+        "enforcing_tls_over_plaintext_cpu": round(cpu("enforcing, TLS") / cpu("plaintext, no certificate"), 2)}
     if args.json:
         print(json.dumps(result))
     else:

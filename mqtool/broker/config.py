@@ -97,7 +97,7 @@ class BrokerConfig:
     grpcMaxInboundMessageSize: int = 130 * 1024 * 1024
     grpcTlsCertPath: str = ""                  # with grpcTlsKeyPath (PEM files): TLS on the gRPC port
     grpcTlsKeyPath: str = ""
-    tlsServerMode: str = ""                    # 5.x tls.server.mode: permissive|enforcing|disabled (tlsfront.py)
+    tlsServerMode: str = ""                    # 5.x tls.server.mode: permissive|enforcing|disabled (proxy/tls.py)
     enableProxyAutoRenew: bool = True          # ReceiveMessage auto_renew: 60 s invisible, renewed until acked (3 h)
     enableTopicMessageTypeCheck: bool = True   # a send's type (FIFO, DELAY, ...) must match the topic's message.type
     enableMixedMessageType: bool = False       # a topic may be message.type=MIXED

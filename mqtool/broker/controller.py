@@ -146,7 +146,7 @@ class BrokerController:
             raise ValueError(f"storePathCommitLog={config.storePathCommitLog}: a commit log over several directories "
                              "(a multi-path commit log) is not implemented in mqtool")
         if config.enableProxy:
-            from mqtool.proxy.tlsfront import tls_mode
+            from mqtool.proxy.tls import tls_mode
             tls_mode(config)                      # a TLS mode the gRPC port cannot have, refused before anything opens
         self.acl = self._init_acl(rocketmq_home or config.rocketmqHome or os.environ.get("ROCKETMQ_HOME"))
         self.store_config = MessageStoreConfig(storePathRootDir=config.storePathRootDir,

@@ -1,8 +1,8 @@
-"""The gRPC endpoint: apache.rocketmq.v2.MessagingService served by grpc.aio on the broker's own event
-loop, so every handler calls into the broker (its store, topics, producers) as the remoting handlers
-do, with no thread hop and no lock; grpc's own I/O runs in its C core. Off unless enableProxy=true
+"""The gRPC endpoint: apache.rocketmq.v2.MessagingService on the broker's own event loop (h2server.py:
+mqtool's own HTTP/2, a call a task), so every handler calls into the broker (its store, topics, producers)
+as the remoting handlers do, with no thread hop and no lock. Off unless enableProxy=true
 (`mqtool broker start --enable-proxy`), on grpcServerPort (8081): plaintext, TLS, or both on the one
-port (tlsServerMode; both go through tlsfront.py).
+port (tlsServerMode, tls.py).
 
 Served: QueryRoute, Heartbeat, SendMessage, EndTransaction, Telemetry (Settings; orphaned-transaction
 recovery), NotifyClientTermination, RecallMessage, and for consumers QueryAssignment, ReceiveMessage,
@@ -15,16 +15,16 @@ import logging
 import os
 import time
 
-import grpc
-
 from mqtool.broker.acl.perms import PUB, SUB, retry_topic
 from mqtool.proxy import ack, auth, consumer, recall, receive, renew, route, send, settings, transaction
 from mqtool.proxy.clients import GrpcClients
 from mqtool.proxy.codes import ClientType, Code, named
 from mqtool.proxy.context import ProxyError, from_metadata, require_client_id
 from mqtool.proxy.descriptors import SERVICE, pb
-from mqtool.proxy.tlsfront import TlsFront, tls_mode
+from mqtool.proxy.h2server import BIDI, SERVER_STREAM, UNARY, GrpcServer, Method
+from mqtool.proxy.tls import tls_context, tls_mode
 from mqtool_remoting.codes import RequestCode
+from mqtool_remoting.grpcwire import StatusCode
 
 log = logging.getLogger("mqtool.proxy")
 CLIENT_EXPIRED_MS = 120_000          # a client with no stream and no request for this long is forgotten
@@ -64,57 +64,30 @@ async def notify_client_termination(proxy, client, ctx, request):
     return pb.NotifyClientTerminationResponse(status=_ok())
 
 
-def tls_credentials(cfg):
-    """grpcTlsCertPath + grpcTlsKeyPath (PEM) as grpc's server credentials."""
-    try:
-        with open(cfg.grpcTlsKeyPath, "rb") as key, open(cfg.grpcTlsCertPath, "rb") as cert:
-            return grpc.ssl_server_credentials([(key.read(), cert.read())])
-    except OSError as exc:
-        raise OSError(f"cannot read the gRPC TLS key or certificate: {exc}") from None
-
-
 class GrpcProxy:
     def __init__(self, ctrl):
         self.ctrl = ctrl
         self.clients = GrpcClients(ctrl, self._check_transaction)
         self.transactions = transaction.TransactionData()
         self.renewals = renew.Renewals(self)
-        self.server = None
-        self.front: TlsFront | None = None      # permissive mode only
+        self.server: GrpcServer | None = None
         self.port = 0
         self._tasks: list[asyncio.Task] = []
 
     async def start(self, host: str, port: int) -> "GrpcProxy":
-        """grpcServerPort in the mode tls_mode gives: `disabled` plaintext and `enforcing` TLS with grpcio on
-        the port itself; `permissive` both, through the front (tlsfront.py)."""
+        """grpcServerPort in the mode tls_mode gives: `disabled` plaintext, `enforcing` TLS, `permissive` both."""
         cfg = self.ctrl.config
         try:
             mode = tls_mode(cfg)
+            tls = None if mode == "disabled" else tls_context(cfg)
         except ValueError as exc:
             raise OSError(str(exc)) from None
-        self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", cfg.grpcMaxInboundMessageSize),
-                                               ("grpc.so_reuseport", 0)])
-        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, self._handlers()),))
-        address = f"{'[::]' if host == '::' else host}:{port}"
-        credentials = None if mode == "disabled" else tls_credentials(cfg)
+        self.server = GrpcServer(self._handlers(), cfg.grpcMaxInboundMessageSize)
         try:
-            if mode == "permissive":
-                self.front = TlsFront()
-                self.port = self.front.listen(host, port)
-                self.server.add_insecure_port(self.front.plain_address)
-                self.server.add_secure_port(self.front.tls_address, credentials)
-            elif mode == "enforcing":
-                self.port = self.server.add_secure_port(address, credentials)
-            else:
-                self.port = self.server.add_insecure_port(address)
-            if not self.port:
-                raise OSError("address in use")
-            await self.server.start()
-            if self.front is not None:
-                await self.front.serve()
-        except (OSError, RuntimeError) as exc:
+            self.port = await self.server.listen(host, port, tls, permissive=mode == "permissive")
+        except OSError as exc:
             await self.stop()
-            reason = os.strerror(exc.errno).lower() if getattr(exc, "errno", None) else exc   # "address already in use"
+            reason = os.strerror(exc.errno).lower() if exc.errno else exc   # "address already in use"
             raise OSError(f"cannot listen on grpcServerPort {port}: {reason}") from None
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._sweep()), loop.create_task(self.renewals.run())]
@@ -128,12 +101,8 @@ class GrpcProxy:
         for client in list(self.clients.table.values()):
             for stream in client.streams:
                 stream.put_nowait(None)
-        if self.front is not None:
-            self.front.stop_accepting()
         if self.server is not None:
             await self.server.stop(grace=1.0)
-        if self.front is not None:
-            self.front.close()
 
     # ------------------------------------------------------------------ the method table
 
@@ -148,14 +117,12 @@ class GrpcProxy:
                                           lambda r: {r.topic.name: PUB}),
             "NotifyClientTermination": self._unary(notify_client_termination, pb.NotifyClientTerminationRequest,
                                                    pb.NotifyClientTerminationResponse),
-            "Telemetry": grpc.stream_stream_rpc_method_handler(
-                self._telemetry, request_deserializer=pb.TelemetryCommand.FromString,
-                response_serializer=pb.TelemetryCommand.SerializeToString),
+            "Telemetry": Method(BIDI, self._telemetry, pb.TelemetryCommand.FromString,
+                                pb.TelemetryCommand.SerializeToString),
             "QueryAssignment": self._unary(consumer.query_assignment, pb.QueryAssignmentRequest,
                                            pb.QueryAssignmentResponse, RequestCode.POP_MESSAGE, _reads),
-            "ReceiveMessage": grpc.unary_stream_rpc_method_handler(
-                self._receive, request_deserializer=pb.ReceiveMessageRequest.FromString,
-                response_serializer=pb.ReceiveMessageResponse.SerializeToString),
+            "ReceiveMessage": Method(SERVER_STREAM, self._receive, pb.ReceiveMessageRequest.FromString,
+                                     pb.ReceiveMessageResponse.SerializeToString),
             "AckMessage": self._unary(ack.ack_message, pb.AckMessageRequest, pb.AckMessageResponse,
                                       RequestCode.ACK_MESSAGE, _reads),
             "ChangeInvisibleDuration": self._unary(ack.change_invisible_duration, pb.ChangeInvisibleDurationRequest,
@@ -168,14 +135,13 @@ class GrpcProxy:
                                          RequestCode.RECALL_MESSAGE, lambda r: {r.topic.name: PUB}),
         }
         for method in UNSERVED:
-            h[method] = grpc.unary_unary_rpc_method_handler(self._unserved(method))
-        return h
+            h[method] = Method(UNARY, self._unserved(method), bytes, bytes)
+        return {f"/{SERVICE}/{name}".encode(): method for name, method in h.items()}
 
     def _context(self, context, code: int = RequestCode.HEART_BEAT, needed: dict | None = None):
         """The request's metadata, checked: a client id, and with aclEnable the signature and the
         permissions `needed` (resource -> PUB/SUB) as the remoting request `code` would need them."""
-        peer = context.peer() if self.front is None else self.front.real_peer(context.peer())
-        ctx = from_metadata(context.invocation_metadata(), peer)
+        ctx = from_metadata(context.invocation_metadata(), context.peer())
         require_client_id(ctx)
         if self.ctrl.acl is not None:
             auth.check_acl(ctx, self.ctrl.acl.manager, code, needed or {})
@@ -193,13 +159,12 @@ class GrpcProxy:
             except Exception as exc:  # noqa: BLE001 - every failure is an answer, as 5.3.3's exception interceptor
                 log.exception("gRPC %s failed", fn.__name__)
                 return response_class(status=pb.Status(code=Code.INTERNAL_SERVER_ERROR, message=str(exc)))
-        return grpc.unary_unary_rpc_method_handler(handler, request_deserializer=request_class.FromString,
-                                                   response_serializer=response_class.SerializeToString)
+        return Method(UNARY, handler, request_class.FromString, response_class.SerializeToString)
 
     @staticmethod
     def _unserved(method: str):
         async def handler(request, context):
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented, as in RocketMQ 5.3.3's "
+            await context.abort(StatusCode.UNIMPLEMENTED, f"{method} is not implemented, as in RocketMQ 5.3.3's "
                                 "proxy")
         return handler
 
@@ -227,7 +192,7 @@ class GrpcProxy:
         try:
             ctx = self._context(context)
         except ProxyError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+            await context.abort(StatusCode.INVALID_ARGUMENT, exc.message)
             return
         client = self.clients.ensure(ctx)
         queue: asyncio.Queue = asyncio.Queue()
@@ -248,7 +213,7 @@ class GrpcProxy:
                 if item is None:
                     break
                 if isinstance(item, settings.SettingsStreamError):
-                    code = grpc.StatusCode.INVALID_ARGUMENT if 40000 <= item.code < 50000 else grpc.StatusCode.INTERNAL
+                    code = StatusCode.INVALID_ARGUMENT if 40000 <= item.code < 50000 else StatusCode.INTERNAL
                     await context.abort(code, str(item))
                 await context.write(item)
         finally:
@@ -264,7 +229,9 @@ class GrpcProxy:
             return exc
         client.settings = effective
         client.settled.set()
-        if settings.is_producer(effective):
+        if self.clients.get(client.client_id) is not client:
+            pass                    # NotifyClientTermination came first: a late Settings registers nothing
+        elif settings.is_producer(effective):
             self.clients.register_producer(client, [t.name for t in effective.publishing.topics])
         elif effective.HasField("subscription"):
             consumer.register(self, client, effective)

@@ -97,7 +97,7 @@ def test_producer_connections_list_grpc_clients(rmq5_python, proxy_cluster, tmp_
         assert json.loads(proc.stdout.readline())["ok"] is True
         rows = [json.loads(line) for line in mqtool("producer", "connections", "-n", proxy_cluster["namesrv"],
                                                     "-g", "TN", "--json").splitlines()]
-        assert [(r["language"], r["version"], r["version_name"]) for r in rows] == [("PYTHON", 437, "V5_1_2")]
+        assert [(r["language"], r["version"], r["version_name"]) for r in rows] == [("PYTHON", 437, "V5_1_2")], rows
         assert rows[0]["client_id"].count("@") == 3 and rows[0]["address"].startswith("127.0.0.1:")
     finally:
         until.write_text("")
