@@ -12,7 +12,8 @@ waits for the peer's window, per stream and per connection. No server push, no p
     (REQUEST, stream_id, headers, end_stream)   headers a list of (name, value) bytes pairs
     (DATA, stream_id, payload, end_stream)
     (RESET, stream_id, error_code)              the peer cancelled the stream
-    (CLOSED, 0, error_code, message)            GOAWAY received or a connection error: the connection is done
+    (GOAWAY, 0, error_code, message)            the peer opens no more streams; those open go on
+    (CLOSED, 0, error_code, message)            a connection error: we sent GOAWAY, the connection is done
 `take()` gives the bytes to write."""
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from enum import IntEnum
 from mqtool_remoting.hpack import Decoder, HpackError
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-REQUEST, DATA, RESET, CLOSED = "request", "data", "reset", "closed"
+REQUEST, DATA, RESET, GOAWAY, CLOSED = "request", "data", "reset", "goaway", "closed"
 _HEAD = struct.Struct(">HBBBL")         # u24 length as u16 + u8, type, flags, stream id
 _U32 = struct.Struct(">L")
 DEFAULT_WINDOW = 65_535
@@ -108,7 +109,8 @@ class Connection:
         self.received = 0                       # connection DATA not yet credited
         self.max_header_list = max_header_list
         self._block: tuple[int, int, bytearray] | None = None   # (stream, flags, fragments) until END_HEADERS
-        self.closed = False
+        self.closed = False                     # a connection error: nothing more is read
+        self.draining = False                   # we sent a graceful GOAWAY: no new stream is taken
         settings = struct.pack(">HLHL", Setting.INITIAL_WINDOW_SIZE, RECEIVE_WINDOW,
                                Setting.MAX_HEADER_LIST_SIZE, max_header_list)
         self.out += frame(Frame.SETTINGS, 0, 0, settings)
@@ -197,9 +199,8 @@ class Connection:
             if self.streams.pop(sid, None) is not None:
                 events.append((RESET, sid, _U32.unpack_from(payload)[0] if len(payload) >= 4 else 0))
         elif kind == Frame.GOAWAY:
-            self.closed = True
             code = _U32.unpack_from(payload, 4)[0] if len(payload) >= 8 else 0
-            events.append((CLOSED, 0, code, payload[8:].decode(errors="replace")))
+            events.append((GOAWAY, 0, code, payload[8:].decode(errors="replace")))
         elif kind == Frame.PUSH_PROMISE:
             raise ConnectionError_(ErrorCode.PROTOCOL_ERROR, "a client cannot push")
         # PRIORITY and unknown frame types are ignored, as the RFC requires
@@ -215,6 +216,9 @@ class Connection:
         if sid <= self.last_stream:
             raise ConnectionError_(ErrorCode.PROTOCOL_ERROR, f"stream {sid} reused")
         self.last_stream = sid
+        if self.draining:
+            self.out += frame(Frame.RST_STREAM, 0, sid, _U32.pack(ErrorCode.REFUSED_STREAM))
+            return
         self.streams[sid] = _Stream(self.peer_window)
         events.append((REQUEST, sid, headers, end))
 
@@ -349,10 +353,11 @@ class Connection:
             stream.ended = True
             self.out += frame(Frame.RST_STREAM, 0, sid, _U32.pack(code))
 
-    def goaway(self, code: ErrorCode = ErrorCode.NO_ERROR, message: str = "") -> None:
-        if not self.closed:
-            self.out += frame(Frame.GOAWAY, 0, 0, _U32.pack(self.last_stream) + _U32.pack(code) + message.encode())
-            self.closed = True
+    def goaway(self) -> None:
+        """A graceful GOAWAY: the streams open now are still served, no new one is taken."""
+        if not self.closed and not self.draining:
+            self.out += frame(Frame.GOAWAY, 0, 0, _U32.pack(self.last_stream) + _U32.pack(ErrorCode.NO_ERROR))
+            self.draining = True
 
 
 def _unpad(flags: int, payload: bytes) -> bytes:

@@ -115,6 +115,7 @@ class _Connection(asyncio.Protocol):
         self.waiters: dict[int, asyncio.Future] = {}
         self.paused: asyncio.Future | None = None
         self.flush_soon = False
+        self.peer_gone = False      # the client sent GOAWAY: closed once its last call is answered
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -155,6 +156,8 @@ class _Connection(asyncio.Protocol):
                 call = self.calls.pop(event[1], None)
                 if call is not None:
                     self._cancel(call)
+            elif kind is http2.GOAWAY:
+                self.peer_gone = True
             else:
                 for call in list(self.calls.values()):
                     self._cancel(call)
@@ -167,7 +170,7 @@ class _Connection(asyncio.Protocol):
         out = self.h2.take()
         if out:
             self.transport.write(out)
-        if self.h2.closed:
+        if self.h2.closed or (self.peer_gone and not self.calls):
             self.transport.close()
 
     def _request(self, sid: int, headers: list, end: bool) -> None:
@@ -296,6 +299,8 @@ class _Connection(asyncio.Protocol):
         out = self.h2.take()
         if out and self.transport is not None and not self.transport.is_closing():
             self.transport.write(out)
+            if self.peer_gone and not self.calls:
+                self.transport.close()
 
     def goaway(self) -> None:
         self.h2.goaway()

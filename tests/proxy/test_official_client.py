@@ -97,11 +97,13 @@ def test_producer_connections_list_grpc_clients(rmq5_python, proxy_cluster, tmp_
         assert json.loads(proc.stdout.readline())["ok"] is True
         rows = [json.loads(line) for line in mqtool("producer", "connections", "-n", proxy_cluster["namesrv"],
                                                     "-g", "TN", "--json").splitlines()]
-        assert [(r["language"], r["version"], r["version_name"]) for r in rows] == [("PYTHON", 437, "V5_1_2")], rows
-        assert rows[0]["client_id"].count("@") == 3 and rows[0]["address"].startswith("127.0.0.1:")
+        ours = [r for r in rows if r["client_id"].split("@")[1:2] == [str(proc.pid)]]   # host@pid@index@time
+        assert [(r["language"], r["version"], r["version_name"]) for r in ours] == [("PYTHON", 437, "V5_1_2")], rows
+        assert ours[0]["client_id"].count("@") == 3 and ours[0]["address"].startswith("127.0.0.1:")
     finally:
         until.write_text("")
         proc.communicate(timeout=30)
-    wait_until("the producer gone after NotifyClientTermination", lambda: subprocess.run(
-        [sys.executable, "-m", "mqtool", "producer", "connections", "-n", proxy_cluster["namesrv"], "-g", "TN"],
-        cwd=REPO, capture_output=True).returncode != 0, timeout=10, every=0.2)
+    gone = ours[0]["client_id"]
+    wait_until("the producer gone after NotifyClientTermination", lambda: gone not in subprocess.run(
+        [sys.executable, "-m", "mqtool", "producer", "connections", "-n", proxy_cluster["namesrv"], "-g", "TN",
+         "--json"], cwd=REPO, capture_output=True, text=True).stdout, timeout=10, every=0.2)

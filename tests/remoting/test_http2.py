@@ -187,3 +187,21 @@ def test_grpc_messages_split_and_joined():
     assert err.value.status == grpcwire.StatusCode.UNIMPLEMENTED
     assert grpcwire.timeout_seconds(b"250m") == 0.25 and grpcwire.timeout_seconds(b"3S") == 3.0
     assert grpcwire.timeout_seconds(b"S") is None and grpcwire.timeout_seconds(b"1000000000n") is None
+
+
+def test_goaway_either_way_lets_open_streams_finish():
+    conn = opened()
+    conn.receive(request(1))
+    events = conn.receive(http2.frame(Frame.GOAWAY, 0, 0, struct.pack(">LL", 1, 0)) +
+                          http2.frame(Frame.DATA, Flag.END_STREAM, 1, b"still"))
+    assert events == [(http2.GOAWAY, 0, 0, ""), (DATA, 1, b"still", True)]
+    ours = opened()
+    ours.receive(request(1))
+    ours.goaway()
+    ours.goaway()                                                   # once only
+    assert [f[0] for f in frames(ours.take())] == [Frame.GOAWAY]
+    assert ours.receive(request(3, end=True) + http2.frame(Frame.DATA, Flag.END_STREAM, 1, b"x")) == [
+        (DATA, 1, b"x", True)]                                       # stream 3 refused, stream 1 served
+    assert frames(ours.take()) == [(Frame.RST_STREAM, 0, 3, struct.pack(">L", http2.ErrorCode.REFUSED_STREAM))]
+    ours.send_data(1, b"answer", end_stream=True)
+    assert frames(ours.take())[0][:3] == (Frame.DATA, Flag.END_STREAM, 1)
