@@ -44,7 +44,7 @@ def _kill_group(pgid: int) -> None:
                                     "ha_replication.py", "broker_capacity.py", "metrics_scrape.py", "soak.py",
                                     "consumer_drain.py", "spark_live.py", "crash_restart.py", "metadata_scale.py",
                                     "failover.py", "broker_inprocess.py",
-                                    "store_open.py", "page_touch.py", "chaos.py", "pop_consume.py", "grpc_send.py", "grpc_tls.py",
+                                    "store_open.py", "page_touch.py", "chaos.py", "pop_consume.py", "grpc_send.py", "grpc_tls.py", "grpc_server.py",
                                     "timer_messages.py",
                                     "cli_startup.py"])
 def test_benchmark_quick_mode(script):
