@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -47,6 +48,19 @@ def mqtool(*args: str) -> str:
 def consume_all(ns: str, topic: str) -> list[dict]:
     return [json.loads(line) for line in mqtool("consume", "-n", ns, "-t", topic, "-e", "--json").splitlines()
             if line.startswith("{")]
+
+
+@pytest.fixture(scope="session")
+def pem(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1: (key path, certificate path)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make the test certificate")
+    tmp = tmp_path_factory.mktemp("tlscert")
+    key, cert = tmp / "rocketmq.key", tmp / "rocketmq.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    return key, cert
 
 
 @pytest.fixture(scope="module")

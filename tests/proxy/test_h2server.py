@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import socket
-import subprocess
 import time
 
 import grpc
@@ -21,18 +19,6 @@ from mqtool_remoting.grpcwire import StatusCode
 METHOD = "/t.Echo/Echo"
 BIG = 64 << 20
 SMALL = 1 << 20
-
-
-@pytest.fixture(scope="module")
-def pem(tmp_path_factory):
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make the test certificate")
-    tmp = tmp_path_factory.mktemp("front")
-    key, cert = tmp / "k.pem", tmp / "c.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
-    return key, cert
 
 
 async def until(what: str, check, timeout: float = 10.0):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -21,20 +20,8 @@ from tests.servers import free_port, start_broker, start_namesrv
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def pem(tmp_path_factory):
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make the test certificate")
-    tmp = tmp_path_factory.mktemp("tlscert")
-    key, cert = tmp / "rocketmq.key", tmp / "rocketmq.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
-    return key, cert
-
-
 def tls_broker(tmp_path_factory, pem, mode_line: str):
-    """A name server and a broker with the certificate, its TMPDIR its own (to see the front's sockets)."""
+    """A name server and a broker with the certificate, its TMPDIR its own (to see it leaves nothing there)."""
     key, cert = pem
     tmp = tmp_path_factory.mktemp("tls")
     ns, ns_addr = start_namesrv(tmp)
@@ -66,7 +53,7 @@ def permissive(tmp_path_factory, pem):
     cluster = tls_broker(tmp_path_factory, pem, "")               # no tlsServerMode: 5.3.3's default
     yield cluster
     stop(cluster)
-    assert os.listdir(cluster["tmpdir"]) == []                    # the front's socket directory went with it
+    assert os.listdir(cluster["tmpdir"]) == []                    # nothing of the endpoint left in TMPDIR
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +121,7 @@ def test_enforcing_serves_tls_only(enforcing):
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         raw.close()
-    assert os.listdir(enforcing["tmpdir"]) == []                  # grpcio on the port itself, no front
+    assert os.listdir(enforcing["tmpdir"]) == []                  # TLS needs no files of its own
 
 
 def test_a_mode_the_broker_cannot_have_is_refused_in_one_line(tmp_path):
