@@ -7,6 +7,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from mqtool.common.allocate import allocate_averagely
 from mqtool.common.sql92 import SQL92
 from mqtool.common.subscription import Subscription
 from mqtool.common.tracedata import ConsumeReturnType
@@ -68,14 +69,10 @@ class PullResult:
 
 
 def allocate_average(queues: list[MessageQueue], clients: list[str], me: str) -> list[MessageQueue]:
-    """AllocateMessageQueueAveragely."""
+    """AllocateMessageQueueAveragely; nothing for a client not in the list or a topic without queues."""
     if me not in clients or not queues:
         return []
-    i, n, m = clients.index(me), len(clients), len(queues)
-    mod = m % n
-    size = (m // n + 1 if i < mod else m // n) if m > n else 1
-    start = i * size if mod > 0 and i < mod else i * size + mod
-    return [queues[(start + k) % m] for k in range(min(size, m - start))] if start < m else []
+    return allocate_averagely(me, queues, clients)
 
 
 class Consumer(ClientBase):

@@ -14,7 +14,8 @@ from mqtool_remoting.transport import RemotingClient
 
 from mqtool.broker.config import BrokerConfig
 from mqtool.broker.controller import BrokerController
-from mqtool.broker.pop.assignment import allocate_averagely, allocate_by_circle, allocate_for_pop
+from mqtool.broker.pop.assignment import allocate_for_pop
+from mqtool.common.allocate import allocate_averagely, allocate_by_circle
 from mqtool.broker.topics import TopicConfig
 from mqtool.namesrv.server import NameServer
 from tests.conftest import json_lines, run_cli

@@ -23,6 +23,7 @@ from mqtool_store.codes import RETRY_GROUP_TOPIC_PREFIX
 
 from mqtool.broker.clients import MESSAGE_MODELS, enum_name
 from mqtool.broker.pop.requestmode import POP, PULL, RequestMode
+from mqtool.common.allocate import STRATEGIES, AllocateError, check
 
 log = logging.getLogger("mqtool.broker")
 
@@ -30,42 +31,6 @@ LMQ_PREFIX, LMQ_QUEUE_ID = "%LMQ%", 0
 ROUTE_TIMEOUT_S = 3.0                  # TopicRouteInfoManager.GET_TOPIC_ROUTE_TIMEOUT
 
 # a queue is (topic, brokerName, queueId): tuples sort as MessageQueue.compareTo does
-
-
-class AllocateError(ValueError):
-    """AbstractAllocateMessageQueueStrategy.check's IllegalArgumentException: no assignment at all."""
-
-
-def _check(cid: str | None, mq_all: list, cid_all: list[str]) -> bool:
-    if not cid:
-        raise AllocateError("currentCID is empty")
-    if not mq_all:
-        raise AllocateError("mqAll is null or mqAll empty")
-    if not cid_all:
-        raise AllocateError("cidAll is null or cidAll empty")
-    return cid in cid_all           # not in the group: an empty assignment
-
-
-def allocate_averagely(cid: str, mq_all: list, cid_all: list[str]) -> list:
-    """AllocateMessageQueueAveragely ("AVG"): consecutive runs, the first `len % clients` one longer."""
-    if not _check(cid, mq_all, cid_all):
-        return []
-    index, m, n = cid_all.index(cid), len(mq_all), len(cid_all)
-    mod = m % n
-    size = 1 if m <= n else (m // n + 1 if index < mod else m // n)
-    start = index * size if mod > 0 and index < mod else index * size + mod
-    return mq_all[start:start + max(0, min(size, m - start))]
-
-
-def allocate_by_circle(cid: str, mq_all: list, cid_all: list[str]) -> list:
-    """AllocateMessageQueueAveragelyByCircle ("AVG_BY_CIRCLE"): every n-th queue from the client's index."""
-    if not _check(cid, mq_all, cid_all):
-        return []
-    index = cid_all.index(cid)
-    return mq_all[index::len(cid_all)]
-
-
-STRATEGIES = {"AVG": allocate_averagely, "AVG_BY_CIRCLE": allocate_by_circle}
 
 
 def allocate_for_pop(strategy, cid: str, mq_all: list, cid_all: list[str], share: int) -> list:
@@ -82,7 +47,7 @@ def allocate_for_pop(strategy, cid: str, mq_all: list, cid_all: list[str], share
                 index = (index + 1) % len(cid_all)
                 result += strategy(cid_all[index], mq_all, cid_all)
         return result
-    if not _check(cid, mq_all, cid_all):
+    if not check(cid, mq_all, cid_all):
         return []
     return [mq_all[cid_all.index(cid) % len(mq_all)]]
 
