@@ -364,9 +364,9 @@ class GrpcServer:
             self._sock.close()
         for conn in list(self.connections):
             conn.goaway()
-        deadline = time.monotonic() + grace
-        while any(c.calls for c in self.connections) and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        running = [call.task for conn in self.connections for call in conn.calls.values() if call.task is not None]
+        if running:                 # the calls under way get `grace` seconds to answer
+            await asyncio.wait(running, timeout=grace)
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()

@@ -42,6 +42,8 @@ async def echo(request, call):
         raise RuntimeError("boom")
     if request == b"hang":
         await asyncio.Event().wait()
+    if request == b"slow":
+        await asyncio.sleep(0.3)                 # a call still under way when the server stops
     if request == b"deadline":
         return str(round(call.time_remaining())).encode()
     return call.peer().encode() + b"|" + request
@@ -232,6 +234,20 @@ def test_peers_that_do_not_speak_grpc_are_closed(pem):
             await plain.close()
         finally:
             await server.stop()
+    asyncio.run(run())
+
+
+def test_stop_lets_a_call_under_way_answer():
+    async def run():
+        server, port = await serving()
+        plain, _ = channels(port, None)
+        call = plain.unary_unary(METHOD)
+        assert (await call(b"warm", timeout=10)).endswith(b"|warm")
+        slow = asyncio.ensure_future(call(b"slow", timeout=10))
+        await until("the slow call to arrive", lambda: any(c.calls for c in server.connections))
+        await server.stop(grace=5)
+        assert (await slow).endswith(b"|slow")
+        await plain.close()
     asyncio.run(run())
 
 
