@@ -219,12 +219,12 @@ class _Connection(asyncio.Protocol):
                 except Exception as exc:  # noqa: BLE001 - a malformed message is the client's error
                     raise Abort(StatusCode.INTERNAL, f"cannot parse the request: {exc}") from None
                 if method.kind is UNARY:
-                    response = await method.fn(request, call)
+                    answer = grpcwire.message(method.encode(await method.fn(request, call)))
                     if call.sid in self.calls:
                         self.calls.pop(call.sid)
                         call.done = True
                         self.h2.send_headers(call.sid, grpcwire.RESPONSE_HEADERS)
-                        self.h2.send_data(call.sid, grpcwire.message(method.encode(response)))
+                        self.h2.send_data(call.sid, answer)
                         self.h2.send_headers(call.sid, grpcwire.trailers(StatusCode.OK), end_stream=True)
                         self._write()
                     return
